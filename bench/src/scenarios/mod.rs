@@ -1,0 +1,230 @@
+//! Benchmark scenarios. Each service adds its own module and lists its scenarios in
+//! [`all`]; every scenario is measured against the bare-HTTP ceiling of the same run.
+
+use std::{collections::BTreeMap, sync::Arc};
+
+use anyhow::{Context, bail};
+use async_trait::async_trait;
+use bytes::Bytes;
+use http_body_util::{BodyExt, Full};
+use hyper::{Method, Request, StatusCode};
+use hyper_util::client::legacy::{Client, connect::HttpConnector};
+use tokio::sync::Mutex;
+
+use crate::load::{self, LoadResult, LoadSpec, MakeReq, Req};
+
+mod ceiling;
+
+/// Every scenario, in report order.
+pub fn all() -> Vec<Box<dyn Scenario>> {
+    vec![Box::new(ceiling::Ceiling)]
+}
+
+/// What a scenario must reach to meet its issue's goal.
+#[derive(Debug, Clone, Copy)]
+pub enum Target {
+    /// No goal; reported for contrast.
+    None,
+    /// Requests per second at least this fraction of the ceiling at the same concurrency.
+    CeilingRatio(f64),
+    /// Items (documents, jobs…) per second at least this.
+    ItemsPerSec(f64),
+    /// Median latency at most this many milliseconds.
+    P50AtMostMs(f64),
+    /// Throughput at least this many megabytes per second.
+    MegabytesPerSec(f64),
+}
+
+impl Target {
+    /// The goal as text for the report.
+    pub fn describe(&self) -> String {
+        match self {
+            Self::None => "–".to_owned(),
+            Self::CeilingRatio(r) => format!("≥{:.0} % of ceiling", r * 100.0),
+            Self::ItemsPerSec(n) => format!("≥{n:.0} items/s"),
+            Self::P50AtMostMs(ms) => format!("p50 ≤{ms} ms"),
+            Self::MegabytesPerSec(mb) => format!("≥{mb:.0} MB/s"),
+        }
+    }
+
+    /// Whether `m` meets the goal (`None` when there is no goal).
+    pub fn met(&self, m: &Measurement) -> Option<bool> {
+        match self {
+            Self::None => None,
+            Self::CeilingRatio(r) => m.ratio.map(|x| x >= *r),
+            Self::ItemsPerSec(n) => m.items_per_sec.map(|x| x >= *n),
+            Self::P50AtMostMs(ms) => Some(m.p50_ms <= *ms),
+            Self::MegabytesPerSec(mb) => m.megabytes_per_sec.map(|x| x >= *mb),
+        }
+    }
+}
+
+/// What a scenario reports.
+#[derive(Debug, Clone, Default)]
+pub struct Measurement {
+    /// Connections used.
+    pub concurrency: usize,
+    /// Requests per second.
+    pub rps: f64,
+    /// Items per second, when requests carry several (bulk) or items are not requests.
+    pub items_per_sec: Option<f64>,
+    /// Megabytes (10^6 bytes) per second, for transfer scenarios.
+    pub megabytes_per_sec: Option<f64>,
+    /// Median latency, ms.
+    pub p50_ms: f64,
+    /// 99th-percentile latency, ms.
+    pub p99_ms: f64,
+    /// Requests per second relative to the ceiling at the same concurrency.
+    pub ratio: Option<f64>,
+    /// Anything else worth a sentence (errors, memory).
+    pub note: String,
+}
+
+impl Measurement {
+    /// A measurement from a load run, compared with `ceiling`.
+    pub fn from_load(concurrency: usize, r: &LoadResult, ceiling: Option<&LoadResult>) -> Self {
+        Self {
+            concurrency,
+            rps: r.rps,
+            items_per_sec: None,
+            megabytes_per_sec: None,
+            p50_ms: r.p50_ms,
+            p99_ms: r.p99_ms,
+            ratio: ceiling.map(|c| r.rps / c.rps),
+            note: if r.errors > 0 {
+                format!("{} unexpected answers", r.errors)
+            } else {
+                String::new()
+            },
+        }
+    }
+}
+
+/// A benchmark scenario.
+#[async_trait]
+pub trait Scenario: Send + Sync {
+    /// Name shown in the report, unique.
+    fn name(&self) -> String;
+    /// The service it exercises (`http` for the server itself), for `bench/run <service>`.
+    fn service(&self) -> &'static str;
+    /// The goal it must meet.
+    fn target(&self) -> Target;
+    /// Extra `quintet serve` arguments for this scenario's server.
+    fn server_args(&self) -> Vec<String> {
+        Vec::new()
+    }
+    /// Prepare (through `ctx`) and measure.
+    async fn run(&self, ctx: &Ctx) -> anyhow::Result<Measurement>;
+}
+
+/// What scenarios get: the server's address, the load settings, a client for setup, and
+/// the ceiling at each concurrency (measured on first use, once per run).
+pub struct Ctx {
+    /// `host:port` of the server.
+    pub addr: String,
+    /// Warm-up and measured time of each load run.
+    pub spec: LoadSpec,
+    client: Client<HttpConnector, Full<Bytes>>,
+    ceilings: Mutex<BTreeMap<usize, LoadResult>>,
+    /// The server under test (its memory can be read).
+    pub server: Arc<crate::server::Server>,
+}
+
+impl Ctx {
+    /// A context for the server at `addr`, with ceilings already measured in this run.
+    pub fn with_ceilings(
+        addr: String,
+        spec: LoadSpec,
+        ceilings: BTreeMap<usize, LoadResult>,
+        server: Arc<crate::server::Server>,
+    ) -> Self {
+        let client = Client::builder(hyper_util::rt::TokioExecutor::new()).build_http();
+        Self {
+            addr,
+            spec,
+            client,
+            ceilings: Mutex::new(ceilings),
+            server,
+        }
+    }
+
+    /// Send one request (for setup) and return status and body.
+    pub async fn call(&self, req: Req) -> anyhow::Result<(StatusCode, Bytes)> {
+        let mut builder = Request::builder()
+            .method(req.method)
+            .uri(format!("http://{}{}", self.addr, req.path));
+        for (k, v) in req.headers {
+            builder = builder.header(k, v);
+        }
+        let res = self
+            .client
+            .request(builder.body(Full::new(req.body))?)
+            .await?;
+        let status = res.status();
+        let body = res.into_body().collect().await?.to_bytes();
+        Ok((status, body))
+    }
+
+    /// Send one request and fail unless it answers `expect`.
+    pub async fn expect(&self, req: Req, expect: StatusCode) -> anyhow::Result<Bytes> {
+        let what = format!("{} {}", req.method, req.path);
+        let (status, body) = self.call(req).await.with_context(|| what.clone())?;
+        if status != expect {
+            bail!(
+                "{what}: expected {expect}, got {status}: {}",
+                String::from_utf8_lossy(&body)
+            );
+        }
+        Ok(body)
+    }
+
+    /// Create an instance (`PUT /<kind>/<name>`), failing unless 201.
+    pub async fn create(
+        &self,
+        kind: &str,
+        name: &str,
+        config: Option<serde_json::Value>,
+    ) -> anyhow::Result<()> {
+        let req = match config {
+            Some(c) => Req::json(Method::PUT, format!("/{kind}/{name}"), &c),
+            None => Req {
+                method: Method::PUT,
+                path: format!("/{kind}/{name}"),
+                body: Bytes::new(),
+                headers: Vec::new(),
+            },
+        };
+        self.expect(req, StatusCode::CREATED).await.map(|_| ())
+    }
+
+    /// Load the server with `make` at `concurrency` for the run's duration.
+    pub async fn load(
+        &self,
+        concurrency: usize,
+        expect: StatusCode,
+        make: MakeReq,
+    ) -> anyhow::Result<LoadResult> {
+        let spec = LoadSpec {
+            concurrency,
+            ..self.spec
+        };
+        load::run(&self.addr, spec, expect, make).await
+    }
+
+    /// The bare-HTTP ceiling (`GET /_health`) at `concurrency`, measured once per run.
+    pub async fn ceiling(&self, concurrency: usize) -> anyhow::Result<LoadResult> {
+        let mut ceilings = self.ceilings.lock().await;
+        if let Some(c) = ceilings.get(&concurrency) {
+            return Ok(c.clone());
+        }
+        let make: MakeReq = Arc::new(|_, _| Req::get("/_health"));
+        let measured = self.load(concurrency, StatusCode::OK, make).await?;
+        ceilings.insert(concurrency, measured.clone());
+        Ok(measured)
+    }
+
+    /// Every ceiling measured so far, by concurrency.
+    pub async fn ceilings(&self) -> BTreeMap<usize, LoadResult> {
+        self.ceilings.lock().await.clone()
+    }
+}

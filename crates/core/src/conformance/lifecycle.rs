@@ -1,0 +1,49 @@
+//! Conformance of [`Lifecycle`]: every service adapter runs [`run_all`].
+
+use crate::{InstanceConfig, ports::Lifecycle};
+
+use super::instance;
+
+/// Run every lifecycle rule against `port`, using instances built from `config`.
+pub async fn run_all(port: &dyn Lifecycle, config: InstanceConfig) {
+    create_then_drop(port, config.clone()).await;
+    drop_is_idempotent(port, config.clone()).await;
+    sweep_removes_only_orphans(port, config).await;
+}
+
+/// A created instance can be dropped.
+pub async fn create_then_drop(port: &dyn Lifecycle, config: InstanceConfig) {
+    let inst = instance(config);
+    port.create_instance(&inst).await.expect("create_instance");
+    port.drop_instance(&inst).await.expect("drop_instance");
+}
+
+/// Dropping twice, or dropping what was never created, succeeds.
+pub async fn drop_is_idempotent(port: &dyn Lifecycle, config: InstanceConfig) {
+    let inst = instance(config.clone());
+    port.create_instance(&inst).await.expect("create_instance");
+    port.drop_instance(&inst).await.expect("first drop");
+    port.drop_instance(&inst).await.expect("second drop");
+    let never = instance(config);
+    port.drop_instance(&never)
+        .await
+        .expect("drop of an instance never created");
+}
+
+/// `sweep` removes instances missing from the live set and keeps the live ones.
+pub async fn sweep_removes_only_orphans(port: &dyn Lifecycle, config: InstanceConfig) {
+    let live = instance(config.clone());
+    let orphan = instance(config);
+    port.create_instance(&live).await.expect("create live");
+    port.create_instance(&orphan).await.expect("create orphan");
+    // Other suites may share the engine, so the live set is "everything but the orphan" as
+    // far as this test can tell: sweeping with only `live` must remove at least the orphan.
+    let removed = port.sweep(&[live.id]).await.expect("sweep");
+    assert!(
+        removed >= 1,
+        "sweep removed {removed} instances, expected the orphan"
+    );
+    let again = port.sweep(&[live.id]).await.expect("second sweep");
+    assert_eq!(again, 0, "a second sweep found more orphans");
+    port.drop_instance(&live).await.expect("drop live");
+}

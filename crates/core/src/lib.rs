@@ -1,0 +1,26 @@
+//! quintet's core: domain types, the error type, one port trait per service, and the pure
+//! logic every adapter shares.
+//!
+//! This crate does no I/O beyond reading the clock and the system's random source: no
+//! HTTP, no SQL, no files. Adapters (`quintet-embedded`, the scale-out crates) implement
+//! the traits in [`ports`]; the HTTP layer (`quintet-server`) calls them.
+//!
+//! - [`names`]: validated service types, instance and application names.
+//! - [`instance`]: instances and their per-type configuration.
+//! - [`ports`]: [`ports::Lifecycle`] plus one trait per service and the registry.
+//! - [`clock`], [`id`], [`json`]: time, identifiers and guards for untrusted JSON.
+
+pub mod clock;
+#[cfg(feature = "conformance")]
+pub mod conformance;
+pub mod error;
+pub mod id;
+pub mod instance;
+pub mod json;
+pub mod names;
+pub mod ports;
+
+pub use clock::{Clock, ManualClock, SystemClock};
+pub use error::{Error, Result};
+pub use instance::{Instance, InstanceConfig, InstanceId};
+pub use names::{AppName, InstanceName, ServiceType};

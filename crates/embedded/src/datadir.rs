@@ -1,0 +1,91 @@
+//! The data directory: one place for everything the embedded adapters keep.
+//!
+//! ```text
+//! <data-dir>/
+//!   LOCK              held exclusively while a server uses the directory
+//!   registry.db       applications, keys, instances (SQLite)
+//!   data.db           documents and indexes (SQLite)
+//!   cache.db          cache entries (SQLite)
+//!   queue.db          jobs (SQLite)
+//!   search/<id>/      one full-text index per search instance
+//!   storage/<id>/     one directory of objects per storage instance
+//! ```
+
+use std::{
+    fs::{self, File, OpenOptions, TryLockError},
+    path::{Path, PathBuf},
+};
+
+use quintet_core::{Error, Result};
+
+/// An opened data directory, locked against a second server for as long as it lives.
+#[derive(Debug)]
+pub struct DataDir {
+    root: PathBuf,
+    _lock: File,
+}
+
+impl DataDir {
+    /// Create `root` when missing and take its lock. Fails when another process holds it.
+    pub fn open(root: &Path) -> Result<Self> {
+        fs::create_dir_all(root).map_err(|e| {
+            Error::internal(format!(
+                "cannot create data directory {}: {e}",
+                root.display()
+            ))
+        })?;
+        let lock_path = root.join("LOCK");
+        let lock = OpenOptions::new()
+            .create(true)
+            .truncate(false)
+            .write(true)
+            .open(&lock_path)
+            .map_err(|e| Error::internal(format!("cannot open {}: {e}", lock_path.display())))?;
+        match lock.try_lock() {
+            Ok(()) => {}
+            Err(TryLockError::WouldBlock) => {
+                return Err(Error::Unavailable(format!(
+                    "data directory {} is in use by another quintet server",
+                    root.display()
+                )));
+            }
+            Err(TryLockError::Error(e)) => {
+                return Err(Error::internal(format!(
+                    "cannot lock {}: {e}",
+                    lock_path.display()
+                )));
+            }
+        }
+        Ok(Self {
+            root: root.to_owned(),
+            _lock: lock,
+        })
+    }
+
+    /// The directory's path.
+    pub fn root(&self) -> &Path {
+        &self.root
+    }
+
+    /// Path of a file or directory directly inside the data directory.
+    pub fn join(&self, name: &str) -> PathBuf {
+        self.root.join(name)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_second_open_is_refused_until_the_first_is_dropped() {
+        let dir = tempfile::tempdir().unwrap();
+        let first = DataDir::open(dir.path()).unwrap();
+        assert!(matches!(
+            DataDir::open(dir.path()),
+            Err(Error::Unavailable(_))
+        ));
+        drop(first);
+        assert!(DataDir::open(dir.path()).is_ok());
+    }
+}

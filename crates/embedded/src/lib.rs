@@ -1,0 +1,63 @@
+//! quintet's embedded adapters: everything in one data directory, nothing else installed.
+//!
+//! - [`registry::SqliteRegistry`]: applications, keys and instances (`registry.db`).
+//! - [`data::SqliteDocStore`], [`cache::SqliteCache`], [`queue::SqliteJobQueue`]: one SQLite
+//!   file each, one table per instance.
+//! - [`search::TantivySearchIndex`]: one index directory per instance.
+//! - [`storage::FsBlobStore`]: one directory of objects per instance.
+//!
+//! SQLite files are reached through [`sqlite::SqliteDb`]: one writer thread per file that
+//! commits waiting writes together (group commit), and pooled readers. Adapters know
+//! nothing of HTTP.
+
+pub mod cache;
+pub mod data;
+pub mod datadir;
+pub mod instance_store;
+pub mod queue;
+pub mod registry;
+pub mod search;
+pub mod sqlite;
+pub mod storage;
+
+use std::{path::Path, sync::Arc};
+
+use quintet_core::{Clock, Result};
+
+/// Every embedded adapter, opened on one data directory.
+#[derive(Debug)]
+pub struct Embedded {
+    /// The locked data directory; the lock is released when this is dropped.
+    pub dir: datadir::DataDir,
+    /// Applications, keys and instances.
+    pub registry: Arc<registry::SqliteRegistry>,
+    /// Documents.
+    pub data: Arc<data::SqliteDocStore>,
+    /// Cache entries.
+    pub cache: Arc<cache::SqliteCache>,
+    /// Full-text indexes.
+    pub search: Arc<search::TantivySearchIndex>,
+    /// Jobs.
+    pub queue: Arc<queue::SqliteJobQueue>,
+    /// Objects.
+    pub storage: Arc<storage::FsBlobStore>,
+}
+
+impl Embedded {
+    /// Lock `data_dir` (creating it when missing) and open every adapter in it.
+    pub fn open(data_dir: &Path, clock: Arc<dyn Clock>) -> Result<Self> {
+        let dir = datadir::DataDir::open(data_dir)?;
+        Ok(Self {
+            registry: Arc::new(registry::SqliteRegistry::open(
+                &dir.join("registry.db"),
+                Arc::clone(&clock),
+            )?),
+            data: Arc::new(data::SqliteDocStore::open(&dir.join("data.db"))?),
+            cache: Arc::new(cache::SqliteCache::open(&dir.join("cache.db"))?),
+            search: Arc::new(search::TantivySearchIndex::open(&dir.join("search"))?),
+            queue: Arc::new(queue::SqliteJobQueue::open(&dir.join("queue.db"))?),
+            storage: Arc::new(storage::FsBlobStore::open(&dir.join("storage"))?),
+            dir,
+        })
+    }
+}

@@ -1,0 +1,507 @@
+//! One SQLite database file behind a dedicated writer thread and a pool of readers.
+//!
+//! # Writes: one thread, group commit
+//! Every write is a closure sent to the file's writer thread. The thread takes every closure
+//! waiting in its queue (up to [`MAX_BATCH`]), runs each inside its own savepoint of one
+//! transaction, commits once, and only then answers each caller. Under load many writes
+//! share one commit and one `fsync`, so throughput grows with concurrency while every
+//! acknowledged write is durable (`synchronous = FULL` in WAL mode). A closure that fails
+//! rolls back to its savepoint and does not disturb the others in its batch.
+//!
+//! # Reads: pooled connections, no await while holding one
+//! [`SqliteDb::read`] runs a closure on tokio's blocking pool with a pooled connection;
+//! [`SqliteDb::read_now`] runs it on the calling thread and is meant for point lookups that
+//! finish in microseconds. No connection ever crosses an `.await`. WAL mode lets readers
+//! run concurrently with the writer and see every committed write.
+
+use std::{
+    panic::{AssertUnwindSafe, catch_unwind},
+    path::{Path, PathBuf},
+    sync::{Arc, Mutex, mpsc},
+    thread,
+    time::Duration,
+};
+
+use quintet_core::{Error, Result};
+use rusqlite::{Connection, OpenFlags};
+use tokio::sync::oneshot;
+
+/// Most writes committed together in one transaction.
+pub const MAX_BATCH: usize = 1024;
+
+/// How hard a commit tries to reach the disk.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Durability {
+    /// `fsync` on every commit: an acknowledged write survives power loss.
+    Full,
+    /// No `fsync`: an acknowledged write survives a crash of the process (`kill -9`) but
+    /// not of the machine. For data the operator accepts to lose, such as a cache.
+    Normal,
+}
+
+/// Options for opening a database file.
+#[derive(Debug, Clone)]
+pub struct SqliteOptions {
+    /// Commit durability.
+    pub durability: Durability,
+    /// Most idle reader connections kept open.
+    pub max_idle_readers: usize,
+}
+
+impl Default for SqliteOptions {
+    fn default() -> Self {
+        Self {
+            durability: Durability::Full,
+            max_idle_readers: 8,
+        }
+    }
+}
+
+type Deliver = Box<dyn FnOnce(Result<()>) + Send>;
+
+/// A queued write: run it inside the batch's transaction, or refuse it unrun.
+trait Job: Send {
+    /// Run the write; answers whether it succeeded and how to report the commit's outcome.
+    fn run(self: Box<Self>, conn: &Connection) -> (bool, Deliver);
+    /// Answer the caller with `err` without running the write.
+    fn fail(self: Box<Self>, err: Error);
+}
+
+type WriteJob = Box<dyn Job>;
+
+struct TypedJob<T, F> {
+    f: F,
+    reply: oneshot::Sender<Result<T>>,
+}
+
+impl<T, F> Job for TypedJob<T, F>
+where
+    T: Send + 'static,
+    F: FnOnce(&Connection) -> Result<T> + Send + 'static,
+{
+    fn run(self: Box<Self>, conn: &Connection) -> (bool, Deliver) {
+        let Self { f, reply } = *self;
+        let outcome = match catch_unwind(AssertUnwindSafe(|| f(conn))) {
+            Ok(r) => r,
+            Err(_) => Err(Error::internal("a write panicked; it was rolled back")),
+        };
+        let ok = outcome.is_ok();
+        let deliver: Deliver = Box::new(move |commit: Result<()>| {
+            let _ = reply.send(commit.and(outcome));
+        });
+        (ok, deliver)
+    }
+
+    fn fail(self: Box<Self>, err: Error) {
+        let _ = self.reply.send(Err(err));
+    }
+}
+
+enum Msg {
+    Write(WriteJob),
+    Close(oneshot::Sender<()>),
+}
+
+/// A SQLite database file with a writer thread and pooled readers; cheap to clone.
+#[derive(Debug, Clone)]
+pub struct SqliteDb {
+    inner: Arc<Inner>,
+}
+
+#[derive(Debug)]
+struct Inner {
+    path: PathBuf,
+    writer: mpsc::Sender<Msg>,
+    readers: Mutex<Vec<Connection>>,
+    max_idle_readers: usize,
+}
+
+impl SqliteDb {
+    /// Open (creating if needed) the database at `path`, bring its schema up to date with
+    /// `migrations`, and start its writer thread.
+    ///
+    /// `migrations[i]` is the SQL that takes the schema from version `i` to `i + 1`; the
+    /// version is kept in `PRAGMA user_version`. Migrations only ever get appended.
+    pub fn open(path: &Path, migrations: &[&str], options: SqliteOptions) -> Result<Self> {
+        let conn = Connection::open(path).map_err(|e| open_error(path, e))?;
+        configure_writer(&conn, options.durability).map_err(|e| open_error(path, e))?;
+        migrate(&conn, migrations)?;
+
+        let (tx, rx) = mpsc::channel::<Msg>();
+        let name = format!(
+            "sqlite-writer-{}",
+            path.file_stem().and_then(|s| s.to_str()).unwrap_or("db")
+        );
+        thread::Builder::new()
+            .name(name)
+            .spawn(move || writer_loop(conn, rx))
+            .map_err(|e| Error::internal(format!("cannot start the SQLite writer: {e}")))?;
+
+        Ok(Self {
+            inner: Arc::new(Inner {
+                path: path.to_owned(),
+                writer: tx,
+                readers: Mutex::new(Vec::new()),
+                max_idle_readers: options.max_idle_readers,
+            }),
+        })
+    }
+
+    /// The database file's path.
+    pub fn path(&self) -> &Path {
+        &self.inner.path
+    }
+
+    /// Run `f` in a write transaction; resolves once its batch is committed and durable.
+    ///
+    /// When `f` returns an error, its changes are rolled back and the error is returned;
+    /// other writes of the same batch are unaffected.
+    pub async fn write<T, F>(&self, f: F) -> Result<T>
+    where
+        T: Send + 'static,
+        F: FnOnce(&Connection) -> Result<T> + Send + 'static,
+    {
+        let (reply, rx) = oneshot::channel::<Result<T>>();
+        let job: WriteJob = Box::new(TypedJob { f, reply });
+        self.inner
+            .writer
+            .send(Msg::Write(job))
+            .map_err(|_| closed())?;
+        rx.await.map_err(|_| closed())?
+    }
+
+    /// Run `f` with a reader connection on tokio's blocking pool. For scans and anything
+    /// that may take more than a few microseconds.
+    pub async fn read<T, F>(&self, f: F) -> Result<T>
+    where
+        T: Send + 'static,
+        F: FnOnce(&Connection) -> Result<T> + Send + 'static,
+    {
+        let inner = Arc::clone(&self.inner);
+        tokio::task::spawn_blocking(move || inner.with_reader(f))
+            .await
+            .map_err(|e| Error::internal(format!("a read task failed: {e}")))?
+    }
+
+    /// Run `f` with a reader connection on the calling thread. Only for point lookups by
+    /// key, which finish in microseconds; anything longer belongs in [`SqliteDb::read`].
+    pub fn read_now<T>(&self, f: impl FnOnce(&Connection) -> Result<T>) -> Result<T> {
+        self.inner.with_reader(f)
+    }
+
+    /// Finish every queued write, checkpoint the WAL and stop the writer thread. Writes
+    /// sent afterwards fail with [`Error::Unavailable`].
+    pub async fn close(&self) -> Result<()> {
+        let (tx, rx) = oneshot::channel();
+        if self.inner.writer.send(Msg::Close(tx)).is_err() {
+            return Ok(()); // already closed
+        }
+        let _ = rx.await;
+        if let Ok(mut readers) = self.inner.readers.lock() {
+            readers.clear();
+        }
+        Ok(())
+    }
+}
+
+impl Inner {
+    fn with_reader<T>(&self, f: impl FnOnce(&Connection) -> Result<T>) -> Result<T> {
+        let pooled = self.readers.lock().ok().and_then(|mut pool| pool.pop());
+        let conn = match pooled {
+            Some(c) => c,
+            None => open_reader(&self.path)?,
+        };
+        let result = f(&conn);
+        if let Ok(mut pool) = self.readers.lock()
+            && pool.len() < self.max_idle_readers
+        {
+            pool.push(conn);
+        }
+        result
+    }
+}
+
+fn closed() -> Error {
+    Error::Unavailable("the store is shutting down; retry on another node or later".into())
+}
+
+fn open_error(path: &Path, e: rusqlite::Error) -> Error {
+    Error::internal(format!(
+        "cannot open SQLite database {}: {e}",
+        path.display()
+    ))
+}
+
+/// Map an engine error to an internal error; callers map constraint violations they
+/// expect (duplicate keys and the like) themselves, before reaching for this.
+pub fn sql_error(e: rusqlite::Error) -> Error {
+    Error::internal(format!("sqlite: {e}"))
+}
+
+fn configure_writer(conn: &Connection, durability: Durability) -> rusqlite::Result<()> {
+    conn.busy_timeout(Duration::from_secs(30))?;
+    conn.pragma_update(None, "journal_mode", "WAL")?;
+    conn.pragma_update(
+        None,
+        "synchronous",
+        match durability {
+            Durability::Full => "FULL",
+            Durability::Normal => "NORMAL",
+        },
+    )?;
+    conn.pragma_update(None, "foreign_keys", "ON")?;
+    conn.set_prepared_statement_cache_capacity(128);
+    Ok(())
+}
+
+fn open_reader(path: &Path) -> Result<Connection> {
+    let flags = OpenFlags::SQLITE_OPEN_READ_WRITE
+        | OpenFlags::SQLITE_OPEN_NO_MUTEX
+        | OpenFlags::SQLITE_OPEN_URI;
+    let conn = Connection::open_with_flags(path, flags).map_err(|e| open_error(path, e))?;
+    let setup = || -> rusqlite::Result<()> {
+        conn.busy_timeout(Duration::from_secs(30))?;
+        conn.pragma_update(None, "query_only", "ON")?;
+        conn.pragma_update(None, "mmap_size", 256 * 1024 * 1024)?;
+        conn.set_prepared_statement_cache_capacity(128);
+        Ok(())
+    };
+    setup().map_err(|e| open_error(path, e))?;
+    Ok(conn)
+}
+
+fn migrate(conn: &Connection, migrations: &[&str]) -> Result<()> {
+    let current: i64 = conn
+        .pragma_query_value(None, "user_version", |r| r.get(0))
+        .map_err(sql_error)?;
+    let current = usize::try_from(current).unwrap_or(0);
+    if current > migrations.len() {
+        return Err(Error::internal(format!(
+            "the database has schema version {current}, newer than this quintet understands \
+             ({}); upgrade quintet",
+            migrations.len()
+        )));
+    }
+    for (i, sql) in migrations.iter().enumerate().skip(current) {
+        conn.execute_batch("BEGIN IMMEDIATE").map_err(sql_error)?;
+        let step = conn
+            .execute_batch(sql)
+            .and_then(|()| conn.pragma_update(None, "user_version", (i + 1) as i64));
+        match step {
+            Ok(()) => conn.execute_batch("COMMIT").map_err(sql_error)?,
+            Err(e) => {
+                let _ = conn.execute_batch("ROLLBACK");
+                return Err(Error::internal(format!(
+                    "schema migration {} failed: {e}",
+                    i + 1
+                )));
+            }
+        }
+    }
+    Ok(())
+}
+
+fn writer_loop(conn: Connection, rx: mpsc::Receiver<Msg>) {
+    let mut batch: Vec<WriteJob> = Vec::with_capacity(64);
+    while let Ok(first) = rx.recv() {
+        let mut close = None;
+        match first {
+            Msg::Write(job) => batch.push(job),
+            Msg::Close(reply) => close = Some(reply),
+        }
+        while close.is_none() && batch.len() < MAX_BATCH {
+            match rx.try_recv() {
+                Ok(Msg::Write(job)) => batch.push(job),
+                Ok(Msg::Close(reply)) => close = Some(reply),
+                Err(_) => break,
+            }
+        }
+        if !batch.is_empty() {
+            run_batch(&conn, &mut batch);
+        }
+        if let Some(reply) = close {
+            if let Err(e) = conn.execute_batch("PRAGMA wal_checkpoint(TRUNCATE)") {
+                tracing::warn!(error = %e, "WAL checkpoint at close failed");
+            }
+            drop(conn);
+            let _ = reply.send(());
+            return;
+        }
+    }
+}
+
+fn run_batch(conn: &Connection, batch: &mut Vec<WriteJob>) {
+    if let Err(e) = conn.execute_batch("BEGIN IMMEDIATE") {
+        let err = sql_error(e);
+        tracing::error!(error = %err, "cannot begin a write transaction");
+        for job in batch.drain(..) {
+            job.fail(err.clone());
+        }
+        return;
+    }
+    // A lone write needs no savepoint: if it fails, the whole transaction is rolled back.
+    let single = batch.len() == 1;
+    let mut delivers: Vec<Deliver> = Vec::with_capacity(batch.len());
+    let mut any_ok = false;
+    for job in batch.drain(..) {
+        if !single && let Err(e) = conn.execute_batch("SAVEPOINT w") {
+            job.fail(sql_error(e));
+            continue;
+        }
+        let (ok, deliver) = job.run(conn);
+        any_ok |= ok;
+        if !single {
+            let end = if ok {
+                "RELEASE w"
+            } else {
+                "ROLLBACK TO w; RELEASE w"
+            };
+            if let Err(e) = conn.execute_batch(end) {
+                tracing::error!(error = %e, "ending a savepoint failed");
+            }
+        }
+        delivers.push(deliver);
+    }
+    let end = if any_ok { "COMMIT" } else { "ROLLBACK" };
+    let commit = conn.execute_batch(end).map_err(sql_error);
+    if let Err(e) = &commit {
+        tracing::error!(error = %e, "commit failed; the batch was rolled back");
+        let _ = conn.execute_batch("ROLLBACK");
+    }
+    for deliver in delivers {
+        deliver(commit.clone());
+    }
+}
+
+/// Whether `e` is a UNIQUE or PRIMARY KEY violation (the row exists already).
+pub fn is_unique_violation(e: &rusqlite::Error) -> bool {
+    matches!(
+        e.sqlite_error(),
+        Some(err) if err.extended_code == rusqlite::ffi::SQLITE_CONSTRAINT_UNIQUE
+            || err.extended_code == rusqlite::ffi::SQLITE_CONSTRAINT_PRIMARYKEY
+    )
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn open(dir: &Path) -> SqliteDb {
+        SqliteDb::open(
+            &dir.join("t.db"),
+            &["CREATE TABLE t (k TEXT PRIMARY KEY, v INTEGER NOT NULL) STRICT;"],
+            SqliteOptions::default(),
+        )
+        .unwrap()
+    }
+
+    async fn insert(db: &SqliteDb, k: &str, v: i64) -> Result<()> {
+        let k = k.to_owned();
+        db.write(move |c| {
+            c.execute(
+                "INSERT INTO t (k, v) VALUES (?1, ?2)",
+                rusqlite::params![k, v],
+            )
+            .map_err(|e| {
+                if is_unique_violation(&e) {
+                    Error::conflict("exists")
+                } else {
+                    sql_error(e)
+                }
+            })?;
+            Ok(())
+        })
+        .await
+    }
+
+    async fn count(db: &SqliteDb) -> i64 {
+        db.read(|c| {
+            c.query_row("SELECT count(*) FROM t", [], |r| r.get(0))
+                .map_err(sql_error)
+        })
+        .await
+        .unwrap()
+    }
+
+    #[tokio::test]
+    async fn a_failed_write_in_a_batch_leaves_the_others_applied() {
+        let dir = tempfile::tempdir().unwrap();
+        let db = open(dir.path());
+        insert(&db, "a", 1).await.unwrap();
+        // Many concurrent writes land in shared batches; the duplicates fail alone.
+        let mut tasks = Vec::new();
+        for i in 0..200 {
+            let db = db.clone();
+            let key = if i % 10 == 0 {
+                "a".to_owned()
+            } else {
+                format!("k{i}")
+            };
+            tasks.push(tokio::spawn(async move { insert(&db, &key, i).await }));
+        }
+        let mut conflicts = 0;
+        for t in tasks {
+            match t.await.unwrap() {
+                Ok(()) => {}
+                Err(Error::Conflict(_)) => conflicts += 1,
+                Err(e) => panic!("{e}"),
+            }
+        }
+        assert_eq!(conflicts, 20);
+        assert_eq!(count(&db).await, 181);
+    }
+
+    #[tokio::test]
+    async fn a_failing_closure_rolls_back_its_own_changes() {
+        let dir = tempfile::tempdir().unwrap();
+        let db = open(dir.path());
+        let res: Result<()> = db
+            .write(|c| {
+                c.execute("INSERT INTO t (k, v) VALUES ('x', 1)", [])
+                    .map_err(sql_error)?;
+                Err(Error::invalid("changed my mind"))
+            })
+            .await;
+        assert!(matches!(res, Err(Error::Invalid(_))));
+        assert_eq!(count(&db).await, 0);
+    }
+
+    #[tokio::test]
+    async fn a_panicking_closure_is_an_error_not_a_dead_writer() {
+        let dir = tempfile::tempdir().unwrap();
+        let db = open(dir.path());
+        let res: Result<()> = db.write(|_| panic!("boom")).await;
+        assert!(matches!(res, Err(Error::Internal(_))));
+        insert(&db, "after", 1).await.unwrap();
+        assert_eq!(count(&db).await, 1);
+    }
+
+    #[tokio::test]
+    async fn writes_survive_close_and_reopen_and_writes_after_close_fail() {
+        let dir = tempfile::tempdir().unwrap();
+        let db = open(dir.path());
+        insert(&db, "kept", 7).await.unwrap();
+        db.close().await.unwrap();
+        assert!(matches!(
+            insert(&db, "late", 1).await,
+            Err(Error::Unavailable(_))
+        ));
+        let db = open(dir.path());
+        let v: i64 = db
+            .read_now(|c| {
+                c.query_row("SELECT v FROM t WHERE k = 'kept'", [], |r| r.get(0))
+                    .map_err(sql_error)
+            })
+            .unwrap();
+        assert_eq!(v, 7);
+    }
+
+    #[test]
+    fn a_newer_schema_is_refused() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("t.db");
+        SqliteDb::open(&path, &["SELECT 1;", "SELECT 1;"], SqliteOptions::default()).unwrap();
+        let err = SqliteDb::open(&path, &["SELECT 1;"], SqliteOptions::default()).unwrap_err();
+        assert!(err.to_string().contains("newer"), "{err}");
+    }
+}

@@ -1,0 +1,151 @@
+//! The real binary: its command line, configuration precedence, signals and crashes.
+
+#![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
+
+use std::{path::Path, process::Command, time::Duration};
+
+use quintet_testkit::Process;
+use reqwest::Method;
+use serde_json::json;
+
+const BIN: &str = env!("CARGO_BIN_EXE_quintet");
+
+fn bin() -> &'static Path {
+    Path::new(BIN)
+}
+
+#[test]
+fn serve_help_documents_every_setting() {
+    let out = Command::new(BIN)
+        .args(["serve", "--help"])
+        .output()
+        .unwrap();
+    assert!(out.status.success());
+    let help = String::from_utf8(out.stdout).unwrap();
+    for (flag, env) in [
+        ("--config", "QUINTET_CONFIG"),
+        ("--listen", "QUINTET_LISTEN"),
+        ("--data-dir", "QUINTET_DATA_DIR"),
+        ("--max-body-bytes", "QUINTET_MAX_BODY_BYTES"),
+        ("--max-json-depth", "QUINTET_MAX_JSON_DEPTH"),
+        ("--shutdown-timeout", "QUINTET_SHUTDOWN_TIMEOUT"),
+        ("--log", "QUINTET_LOG"),
+        ("--log-format", "QUINTET_LOG_FORMAT"),
+    ] {
+        assert!(help.contains(flag), "{flag} missing from:\n{help}");
+        assert!(help.contains(env), "{env} missing from:\n{help}");
+    }
+    assert!(
+        help.contains("127.0.0.1:6363") && help.contains("quintet-data"),
+        "{help}"
+    );
+}
+
+/// A body of `{"fields":["t"],"x":<depth levels of []>}` (depth + 1 levels in all).
+fn nested(depth: usize) -> String {
+    format!(
+        r#"{{"fields":["t"],"x":{}{}}}"#,
+        "[".repeat(depth),
+        "]".repeat(depth)
+    )
+}
+
+#[tokio::test]
+async fn flags_beat_environment_which_beats_the_file() {
+    let dir = tempfile::tempdir().unwrap();
+    let file = dir.path().join("quintet.toml");
+    std::fs::write(&file, "max_json_depth = 2\n").unwrap();
+    let file = file.to_str().unwrap();
+
+    // File alone: depth 3 is refused.
+    let p = Process::spawn(bin(), &dir.path().join("d1"), &["--config", file]);
+    p.send(p.request(Method::PUT, "/search/a").body(nested(2)))
+        .await
+        .expect(422);
+    drop(p);
+
+    // Environment over file: depth 3 passes, depth 5 does not.
+    let env = [("QUINTET_MAX_JSON_DEPTH", "4")];
+    let p = Process::spawn_with_env(bin(), &dir.path().join("d2"), &["--config", file], &env);
+    p.send(p.request(Method::PUT, "/search/a").body(nested(2)))
+        .await
+        .expect(201);
+    p.send(p.request(Method::PUT, "/search/b").body(nested(4)))
+        .await
+        .expect(422);
+    drop(p);
+
+    // Flag over environment.
+    let args = ["--config", file, "--max-json-depth", "2"];
+    let p = Process::spawn_with_env(bin(), &dir.path().join("d3"), &args, &env);
+    p.send(p.request(Method::PUT, "/search/a").body(nested(2)))
+        .await
+        .expect(422);
+}
+
+#[tokio::test]
+async fn instances_survive_kill_9() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut p = Process::spawn(bin(), dir.path(), &[]);
+    p.create("data", "d", None).await;
+    p.create("cache", "c", None).await;
+    p.create("search", "s", Some(json!({"fields": ["title"]})))
+        .await;
+    p.create("queue", "q", Some(json!({"target": "http://127.0.0.1:9/"})))
+        .await;
+    p.create("storage", "o", None).await;
+    p.kill9();
+    p.restart();
+    for path in ["/data/d", "/cache/c", "/storage/o"] {
+        p.put(path, None).await.expect(409);
+    }
+    p.put("/search/s", Some(json!({"fields": ["title"]})))
+        .await
+        .expect(409);
+    p.put("/queue/q", Some(json!({"target": "http://127.0.0.1:9/"})))
+        .await
+        .expect(409);
+}
+
+#[tokio::test]
+async fn sigterm_and_sigint_shut_down_cleanly() {
+    for signal in ["TERM", "INT"] {
+        let dir = tempfile::tempdir().unwrap();
+        let mut p = Process::spawn(bin(), dir.path(), &[]);
+        p.create("data", "d", None).await;
+        let status = p.signal_and_wait(signal, Duration::from_secs(30));
+        assert!(status.success(), "SIG{signal}: {status:?}");
+        // Closed cleanly: the next start opens the same directory and sees the instance.
+        p.restart();
+        p.put("/data/d", None).await.expect(409);
+    }
+}
+
+#[test]
+fn a_second_server_on_the_same_directory_is_refused() {
+    let dir = tempfile::tempdir().unwrap();
+    let _first = Process::spawn(bin(), dir.path(), &[]);
+    let out = Command::new(BIN)
+        .args(["serve", "--listen", "127.0.0.1:0", "--data-dir"])
+        .arg(dir.path())
+        .output()
+        .unwrap();
+    assert!(!out.status.success());
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(err.contains("in use by another quintet server"), "{err}");
+}
+
+#[test]
+fn a_bad_config_file_fails_with_its_name() {
+    let dir = tempfile::tempdir().unwrap();
+    let file = dir.path().join("bad.toml");
+    std::fs::write(&file, "listen = 5\n").unwrap();
+    let out = Command::new(BIN)
+        .args(["serve", "--config"])
+        .arg(&file)
+        .output()
+        .unwrap();
+    assert!(!out.status.success());
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(err.contains("bad.toml"), "{err}");
+}

@@ -1,0 +1,35 @@
+//! The server's validated configuration. Built by the binary from flags, environment and
+//! an optional TOML file; every setting has a value here.
+
+use std::{net::SocketAddr, time::Duration};
+
+/// Default address: loopback only, hyper's port.
+pub const DEFAULT_LISTEN: &str = "127.0.0.1:6363";
+/// Default limit on JSON request bodies (16 MiB: room for a 10 MB cache value).
+pub const DEFAULT_MAX_BODY_BYTES: usize = 16 * 1024 * 1024;
+/// Default time in-flight requests get to finish at shutdown.
+pub const DEFAULT_SHUTDOWN_TIMEOUT: Duration = Duration::from_secs(30);
+
+/// Settings of the HTTP server.
+#[derive(Debug, Clone)]
+pub struct Config {
+    /// Address to listen on.
+    pub listen: SocketAddr,
+    /// Largest JSON request body accepted, in bytes; larger bodies get 413.
+    pub max_body_bytes: usize,
+    /// Deepest nesting of arrays and objects accepted in a JSON body.
+    pub max_json_depth: usize,
+    /// How long in-flight requests may run after a shutdown signal.
+    pub shutdown_timeout: Duration,
+}
+
+impl Default for Config {
+    fn default() -> Self {
+        Self {
+            listen: SocketAddr::from(([127, 0, 0, 1], 6363)),
+            max_body_bytes: DEFAULT_MAX_BODY_BYTES,
+            max_json_depth: quintet_core::json::DEFAULT_MAX_DEPTH,
+            shutdown_timeout: DEFAULT_SHUTDOWN_TIMEOUT,
+        }
+    }
+}

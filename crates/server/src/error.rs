@@ -1,0 +1,100 @@
+//! The one place where an error becomes an HTTP status.
+
+use axum::{
+    http::{HeaderValue, StatusCode, header},
+    response::{IntoResponse, Response},
+};
+use quintet_core::Error;
+
+/// A port error on its way to the client as `{ok:false, status, msg}`.
+#[derive(Debug)]
+pub struct ApiError(pub Error);
+
+/// What handlers return.
+pub type ApiResult<T = Response> = Result<T, ApiError>;
+
+impl From<Error> for ApiError {
+    fn from(e: Error) -> Self {
+        Self(e)
+    }
+}
+
+/// Detail of an internal error, carried in the response's extensions so the request log
+/// can record it with the request id; never sent to the client.
+#[derive(Debug, Clone)]
+pub struct InternalDetail(pub String);
+
+/// The status table: every error kind maps to exactly one status.
+pub fn status_of(e: &Error) -> StatusCode {
+    match e {
+        Error::BadRequest(_) => StatusCode::BAD_REQUEST,
+        Error::Invalid(_) => StatusCode::UNPROCESSABLE_ENTITY,
+        Error::NotFound(_) => StatusCode::NOT_FOUND,
+        Error::Conflict(_) => StatusCode::CONFLICT,
+        Error::Unauthenticated(_) => StatusCode::UNAUTHORIZED,
+        Error::Forbidden(_) => StatusCode::FORBIDDEN,
+        Error::TooLarge(_) => StatusCode::PAYLOAD_TOO_LARGE,
+        Error::RangeNotSatisfiable(_) => StatusCode::RANGE_NOT_SATISFIABLE,
+        Error::Unavailable(_) => StatusCode::SERVICE_UNAVAILABLE,
+        Error::Internal(_) => StatusCode::INTERNAL_SERVER_ERROR,
+    }
+}
+
+/// A JSON error response `{ok:false, status, msg}`.
+pub fn error_response(status: StatusCode, msg: &str) -> Response {
+    let body = serde_json::json!({ "ok": false, "status": status.as_u16(), "msg": msg });
+    let mut res = (status, body.to_string()).into_response();
+    res.headers_mut().insert(
+        header::CONTENT_TYPE,
+        HeaderValue::from_static("application/json"),
+    );
+    res
+}
+
+impl IntoResponse for ApiError {
+    fn into_response(self) -> Response {
+        let status = status_of(&self.0);
+        let mut res = error_response(status, &self.0.public_message());
+        if let Error::Internal(detail) = self.0 {
+            res.extensions_mut().insert(InternalDetail(detail));
+        }
+        if status == StatusCode::UNAUTHORIZED {
+            res.headers_mut()
+                .insert(header::WWW_AUTHENTICATE, HeaderValue::from_static("Bearer"));
+        }
+        res
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn internal_detail_never_reaches_the_body() {
+        let res = ApiError(Error::internal("disk /secret/path is full")).into_response();
+        assert_eq!(res.status(), StatusCode::INTERNAL_SERVER_ERROR);
+        let detail = res.extensions().get::<InternalDetail>().unwrap();
+        assert!(detail.0.contains("/secret/path"));
+        assert!(!Error::internal("x").public_message().contains('x'));
+    }
+
+    #[test]
+    fn status_table() {
+        let cases = [
+            (Error::BadRequest(String::new()), 400),
+            (Error::Invalid(String::new()), 422),
+            (Error::NotFound(String::new()), 404),
+            (Error::Conflict(String::new()), 409),
+            (Error::Unauthenticated(String::new()), 401),
+            (Error::Forbidden(String::new()), 403),
+            (Error::TooLarge(String::new()), 413),
+            (Error::RangeNotSatisfiable(String::new()), 416),
+            (Error::Unavailable(String::new()), 503),
+            (Error::Internal(String::new()), 500),
+        ];
+        for (e, code) in cases {
+            assert_eq!(status_of(&e).as_u16(), code, "{e:?}");
+        }
+    }
+}

@@ -1,0 +1,161 @@
+//! Extractors that speak quintet's error format.
+
+use std::marker::PhantomData;
+use std::sync::Arc;
+
+use axum::{
+    body::Bytes,
+    extract::{FromRequest, FromRequestParts, RawPathParams, Request},
+    http::{StatusCode, request::Parts},
+};
+use quintet_core::{Error, Instance};
+use serde::de::DeserializeOwned;
+
+use crate::{error::ApiError, scope::Scope, state::AppState};
+
+/// Read the whole body, honouring the route's body limit (413 beyond it).
+async fn body_bytes(req: Request, state: &AppState) -> Result<Bytes, ApiError> {
+    Bytes::from_request(req, state).await.map_err(|rejection| {
+        if rejection.status() == StatusCode::PAYLOAD_TOO_LARGE {
+            ApiError(Error::TooLarge(format!(
+                "the request body is larger than the limit of {} bytes",
+                state.config.max_body_bytes
+            )))
+        } else {
+            ApiError(Error::BadRequest(format!(
+                "the request body could not be read: {}",
+                rejection.body_text()
+            )))
+        }
+    })
+}
+
+/// Parse JSON text: syntax errors are 400, JSON of the wrong shape is 422, nesting deeper
+/// than the configured limit is 422.
+pub fn parse_json<T: DeserializeOwned>(bytes: &[u8], max_depth: usize) -> Result<T, ApiError> {
+    quintet_core::json::check_depth(bytes, max_depth)?;
+    serde_json::from_slice(bytes).map_err(|e| {
+        use serde_json::error::Category;
+        ApiError(match e.classify() {
+            Category::Syntax | Category::Eof | Category::Io => {
+                Error::BadRequest(format!("the body is not valid JSON: {e}"))
+            }
+            Category::Data => Error::Invalid(format!("the JSON body has the wrong shape: {e}")),
+        })
+    })
+}
+
+/// A JSON body. Any content type is accepted, as hyper did; an empty body is malformed.
+#[derive(Debug)]
+pub struct Json<T>(pub T);
+
+impl<T: DeserializeOwned> FromRequest<AppState> for Json<T> {
+    type Rejection = ApiError;
+
+    async fn from_request(req: Request, state: &AppState) -> Result<Self, Self::Rejection> {
+        let bytes = body_bytes(req, state).await?;
+        parse_json(&bytes, state.config.max_json_depth).map(Json)
+    }
+}
+
+/// A JSON body that may be absent (empty or whitespace only).
+#[derive(Debug)]
+pub struct OptionalJson<T>(pub Option<T>);
+
+impl<T: DeserializeOwned> FromRequest<AppState> for OptionalJson<T> {
+    type Rejection = ApiError;
+
+    async fn from_request(req: Request, state: &AppState) -> Result<Self, Self::Rejection> {
+        let bytes = body_bytes(req, state).await?;
+        if bytes.iter().all(u8::is_ascii_whitespace) {
+            return Ok(OptionalJson(None));
+        }
+        parse_json(&bytes, state.config.max_json_depth).map(|v| OptionalJson(Some(v)))
+    }
+}
+
+/// Marker types naming a service type at compile time, for [`Inst`].
+pub mod kind {
+    use quintet_core::ServiceType;
+
+    /// A service type known at compile time.
+    pub trait Kind: Send + Sync + 'static {
+        /// The type.
+        const TYPE: ServiceType;
+    }
+
+    macro_rules! kinds {
+        ($($name:ident => $t:ident),*) => {$(
+            #[doc = concat!("The ", stringify!($t), " service.")]
+            #[derive(Debug)]
+            pub struct $name;
+            impl Kind for $name {
+                const TYPE: ServiceType = ServiceType::$t;
+            }
+        )*};
+    }
+    kinds!(Data => Data, Cache => Cache, Search => Search, Queue => Queue, Storage => Storage);
+}
+
+/// The instance a request addresses: the `{instance}` path parameter, resolved for the
+/// request's [`Scope`] and the service type `K`. 404 when it does not exist.
+#[derive(Debug)]
+pub struct Inst<K>(pub Arc<Instance>, PhantomData<K>);
+
+impl<K> std::ops::Deref for Inst<K> {
+    type Target = Instance;
+
+    fn deref(&self) -> &Instance {
+        &self.0
+    }
+}
+
+impl<K: kind::Kind> FromRequestParts<AppState> for Inst<K> {
+    type Rejection = ApiError;
+
+    async fn from_request_parts(parts: &mut Parts, state: &AppState) -> Result<Self, ApiError> {
+        let scope = parts
+            .extensions
+            .get::<Scope>()
+            .cloned()
+            .unwrap_or(Scope::Domain);
+        let name = param(parts, state, "instance").await?;
+        let instance = state
+            .instances
+            .resolve(&scope.app(), K::TYPE, &name)
+            .await?;
+        Ok(Inst(instance, PhantomData))
+    }
+}
+
+/// The value of path parameter `name`, percent-decoded.
+pub async fn param(parts: &mut Parts, state: &AppState, name: &str) -> Result<String, ApiError> {
+    let params = RawPathParams::from_request_parts(parts, state)
+        .await
+        .map_err(|e| ApiError(Error::BadRequest(e.body_text())))?;
+    params
+        .iter()
+        .find(|(k, _)| *k == name)
+        .map(|(_, v)| v.to_owned())
+        .ok_or_else(|| ApiError(Error::internal(format!("route has no parameter {name}"))))
+}
+
+/// Whether the client asked for the legacy GET shape (the bare document) with
+/// `X-SVC-LEGACY-GET: true`, also read as `X-HYPER-LEGACY-GET`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct LegacyGet(pub bool);
+
+impl<S: Send + Sync> FromRequestParts<S> for LegacyGet {
+    type Rejection = std::convert::Infallible;
+
+    async fn from_request_parts(parts: &mut Parts, _: &S) -> Result<Self, Self::Rejection> {
+        let on = ["x-svc-legacy-get", "x-hyper-legacy-get"].iter().any(|h| {
+            parts
+                .headers
+                .get(*h)
+                .and_then(|v| v.to_str().ok())
+                .is_some_and(|v| v.trim().eq_ignore_ascii_case("true"))
+        });
+        Ok(LegacyGet(on))
+    }
+}

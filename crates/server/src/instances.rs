@@ -1,0 +1,140 @@
+//! Creating, destroying and resolving instances, with an in-memory cache of the registry
+//! so that resolving an instance on a request does not touch the disk.
+
+use std::{
+    collections::HashMap,
+    sync::{Arc, RwLock},
+};
+
+use quintet_core::{AppName, Error, Instance, InstanceConfig, InstanceName, Result, ServiceType};
+
+use crate::state::Services;
+
+type ByName = HashMap<String, Arc<Instance>>;
+
+/// The instance directory of the server.
+#[derive(Debug)]
+pub struct Instances {
+    services: Arc<Services>,
+    /// Application name → per-type maps of name → instance, indexed by `ServiceType`.
+    cache: RwLock<HashMap<String, [ByName; 5]>>,
+}
+
+fn slot(kind: ServiceType) -> usize {
+    match kind {
+        ServiceType::Data => 0,
+        ServiceType::Cache => 1,
+        ServiceType::Search => 2,
+        ServiceType::Queue => 3,
+        ServiceType::Storage => 4,
+    }
+}
+
+impl Instances {
+    /// A directory over `services`' registry and adapters.
+    pub fn new(services: Arc<Services>) -> Self {
+        Self {
+            services,
+            cache: RwLock::new(HashMap::new()),
+        }
+    }
+
+    /// The instance `(app, kind, name)`, or [`Error::NotFound`].
+    pub async fn resolve(
+        &self,
+        app: &AppName,
+        kind: ServiceType,
+        name: &str,
+    ) -> Result<Arc<Instance>> {
+        if let Some(hit) = self.cached(app, kind, name) {
+            return Ok(hit);
+        }
+        let missing = || {
+            Error::not_found(format!(
+                "{kind} instance \"{name}\" does not exist; create it with PUT /{kind}/{name}"
+            ))
+        };
+        let Ok(parsed) = name.parse::<InstanceName>() else {
+            return Err(missing());
+        };
+        let found = self
+            .services
+            .registry
+            .get_instance(app, kind, &parsed)
+            .await?
+            .ok_or_else(missing)?;
+        let found = Arc::new(found);
+        if let Ok(mut cache) = self.cache.write() {
+            cache.entry(app.as_str().to_owned()).or_default()[slot(kind)]
+                .insert(name.to_owned(), Arc::clone(&found));
+        }
+        Ok(found)
+    }
+
+    fn cached(&self, app: &AppName, kind: ServiceType, name: &str) -> Option<Arc<Instance>> {
+        let cache = self.cache.read().ok()?;
+        cache.get(app.as_str())?[slot(kind)].get(name).cloned()
+    }
+
+    fn forget(&self, app: &AppName, kind: ServiceType, name: &str) {
+        if let Ok(mut cache) = self.cache.write()
+            && let Some(by_type) = cache.get_mut(app.as_str())
+        {
+            by_type[slot(kind)].remove(name);
+        }
+    }
+
+    /// Record a new instance in the registry, then prepare its storage. When the adapter
+    /// fails, the registry entry is removed again so no half-created instance remains.
+    pub async fn create(
+        &self,
+        app: &AppName,
+        name: &InstanceName,
+        config: InstanceConfig,
+    ) -> Result<Instance> {
+        let kind = config.kind();
+        let instance = self
+            .services
+            .registry
+            .create_instance(app, name, config)
+            .await?;
+        if let Err(e) = self
+            .services
+            .lifecycle(kind)
+            .create_instance(&instance)
+            .await
+        {
+            if let Err(undo) = self
+                .services
+                .registry
+                .delete_instance(app, kind, name)
+                .await
+            {
+                tracing::error!(error = %undo, instance = %instance.id, "undoing a failed create");
+            }
+            return Err(e);
+        }
+        Ok(instance)
+    }
+
+    /// Remove the instance from the registry (it is gone for every request from then on),
+    /// then drop its contents. A crash in between leaves contents that the start-up sweep
+    /// removes.
+    pub async fn destroy(&self, app: &AppName, kind: ServiceType, name: &str) -> Result<Instance> {
+        let parsed: InstanceName = name
+            .parse()
+            .map_err(|_| Error::not_found(format!("{kind} instance \"{name}\" does not exist")))?;
+        let instance = self
+            .services
+            .registry
+            .delete_instance(app, kind, &parsed)
+            .await;
+        self.forget(app, kind, name);
+        let instance = instance?;
+        self.services
+            .lifecycle(kind)
+            .drop_instance(&instance)
+            .await?;
+        Ok(instance)
+    }
+}

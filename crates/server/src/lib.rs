@@ -1,0 +1,88 @@
+//! quintet's HTTP layer: both address forms over one set of handlers.
+//!
+//! A request passes, outermost first: [`middleware::observe`] (request id, log line,
+//! metrics) → CORS → [`middleware::json_errors`] → [`scope::resolve_scope`] (application
+//! form → domain form) → the router of [`routes`], whose handlers extract a typed instance
+//! ([`extract::Inst`]), call one port, and shape the answer ([`reply`]). Errors become
+//! statuses in exactly one place, [`error::status_of`].
+//!
+//! The crate knows no engine: it receives its ports as trait objects in [`Services`].
+
+pub mod config;
+pub mod error;
+pub mod extract;
+pub mod instances;
+pub mod metrics;
+pub mod middleware;
+pub mod reply;
+mod routes;
+pub mod scope;
+pub mod state;
+
+use std::{convert::Infallible, future::Future, sync::Arc};
+
+use axum::{extract::Request, response::Response, serve::ListenerExt};
+use quintet_core::{Error, Result};
+use tokio::net::TcpListener;
+use tower::{Service, ServiceBuilder, util::MapRequestLayer};
+
+pub use config::Config;
+pub use state::{AppState, Services};
+
+/// The whole HTTP stack over `state`, as a tower service.
+pub fn app(
+    state: AppState,
+) -> impl Service<Request, Response = Response, Error = Infallible, Future: Send> + Clone + Send + 'static
+{
+    let router = routes::router(state.clone());
+    ServiceBuilder::new()
+        .layer(axum::middleware::from_fn_with_state(
+            Arc::clone(&state.metrics),
+            middleware::observe,
+        ))
+        .layer(middleware::cors())
+        .layer(axum::middleware::from_fn(middleware::json_errors))
+        .layer(MapRequestLayer::new(scope::resolve_scope))
+        .service(router)
+}
+
+/// Prepare the stores for serving: remove contents of instances destroyed by an
+/// interrupted request before the last shutdown.
+pub async fn startup(state: &AppState) -> Result<()> {
+    state.services.sweep().await
+}
+
+/// Serve `state` on `listener` until `shutdown` resolves; then let in-flight requests
+/// finish for up to the configured timeout, and close every store.
+pub async fn serve(
+    listener: TcpListener,
+    state: AppState,
+    shutdown: impl Future<Output = ()> + Send + 'static,
+) -> Result<()> {
+    let (stopping_tx, stopping_rx) = tokio::sync::oneshot::channel::<()>();
+    let signal = async move {
+        shutdown.await;
+        tracing::info!("shutting down: finishing in-flight requests");
+        let _ = stopping_tx.send(());
+    };
+    let listener = listener.tap_io(|tcp| {
+        if let Err(e) = tcp.set_nodelay(true) {
+            tracing::debug!(error = %e, "TCP_NODELAY");
+        }
+    });
+    let make = axum::ServiceExt::<Request>::into_make_service(app(state.clone()));
+    let server = axum::serve(listener, make).with_graceful_shutdown(signal);
+    let grace = state.config.shutdown_timeout;
+    let deadline = async move {
+        if stopping_rx.await.is_ok() {
+            tokio::time::sleep(grace).await;
+        } else {
+            std::future::pending::<()>().await;
+        }
+    };
+    tokio::select! {
+        served = server => served.map_err(|e| Error::internal(format!("HTTP server: {e}")))?,
+        () = deadline => tracing::warn!(?grace, "shutdown timeout: dropping unfinished requests"),
+    }
+    state.services.close().await
+}

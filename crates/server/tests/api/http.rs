@@ -1,0 +1,211 @@
+//! Cross-cutting HTTP behaviour: info, health, metrics, errors, limits, ids, CORS.
+
+use quintet_testkit::TestServer;
+use reqwest::Method;
+use serde_json::json;
+
+#[tokio::test]
+async fn info_lists_the_five_services() {
+    let s = TestServer::start().await;
+    let r = s.get("/").await.expect(200);
+    assert_eq!(r.body["ok"], true);
+    assert_eq!(r.body["name"], "quintet");
+    assert!(r.body["version"].is_string());
+    let mut services: Vec<&str> = r.body["services"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|v| v.as_str().unwrap())
+        .collect();
+    services.sort_unstable();
+    assert_eq!(services, ["cache", "data", "queue", "search", "storage"]);
+}
+
+#[tokio::test]
+async fn health_answers_ok() {
+    let s = TestServer::start().await;
+    let r = s.get("/_health").await.expect(200);
+    assert_eq!(r.body, json!({"ok": true}));
+    assert!(
+        r.header("content-type")
+            .unwrap()
+            .starts_with("application/json")
+    );
+}
+
+#[tokio::test]
+async fn unknown_routes_are_json_404() {
+    let s = TestServer::start().await;
+    for path in ["/nope", "/data", "/_admin/whatever", "/a/b/c/d/e"] {
+        let r = s.get(path).await.expect(404);
+        assert_eq!(r.body["ok"], false, "{path}");
+        assert_eq!(r.body["status"], 404, "{path}");
+        assert!(r.body["msg"].as_str().unwrap().contains(path), "{}", r.text);
+    }
+}
+
+#[tokio::test]
+async fn wrong_methods_are_json_405_with_allow() {
+    let s = TestServer::start().await;
+    let r = s
+        .send(s.request(Method::PATCH, "/data/x"))
+        .await
+        .expect(405);
+    assert_eq!(r.body["ok"], false);
+    assert_eq!(r.body["status"], 405);
+    let allow = r.header("allow").unwrap();
+    assert!(allow.contains("PUT") && allow.contains("DELETE"), "{allow}");
+    let r = s
+        .send(s.request(Method::POST, "/_health"))
+        .await
+        .expect(405);
+    assert_eq!(r.body["status"], 405);
+}
+
+#[tokio::test]
+async fn malformed_json_is_400() {
+    let s = TestServer::start().await;
+    for body in [r#"{"fields": ["#, "{fields: 1}", "[1,]", "\u{0}"] {
+        let r = s
+            .send(s.request(Method::PUT, "/search/s").body(body.to_owned()))
+            .await;
+        assert_eq!(r.status, 400, "{body}: {}", r.text);
+        assert_eq!(r.body["status"], 400);
+        assert!(
+            r.body["msg"].as_str().unwrap().contains("JSON"),
+            "{}",
+            r.text
+        );
+    }
+    s.delete("/search/s").await.expect(404);
+}
+
+#[tokio::test]
+async fn a_body_over_the_limit_is_413_and_changes_nothing() {
+    let s = TestServer::builder()
+        .args(|a| a.max_body_bytes = Some(1024))
+        .start()
+        .await;
+    let big = json!({"fields": ["title"], "pad": "x".repeat(2048)});
+    let r = s.put("/search/s", Some(big)).await.expect(413);
+    assert_eq!(r.body["status"], 413);
+    assert!(
+        r.body["msg"].as_str().unwrap().contains("1024"),
+        "{}",
+        r.text
+    );
+    s.delete("/search/s").await.expect(404);
+    s.put("/search/s", Some(json!({"fields": ["title"]})))
+        .await
+        .expect(201);
+}
+
+#[tokio::test]
+async fn json_nested_beyond_the_limit_is_422() {
+    let s = TestServer::builder()
+        .args(|a| a.max_json_depth = Some(8))
+        .start()
+        .await;
+    let deep = format!(
+        r#"{{"fields": ["t"], "x": {}{}}}"#,
+        "[".repeat(20),
+        "]".repeat(20)
+    );
+    let r = s
+        .send(s.request(Method::PUT, "/search/s").body(deep))
+        .await
+        .expect(422);
+    assert!(
+        r.body["msg"].as_str().unwrap().contains("deeper than 8"),
+        "{}",
+        r.text
+    );
+    s.delete("/search/s").await.expect(404);
+    // A body within the limit passes.
+    let ok = r#"{"fields": ["t"], "x": [[[1]]]}"#;
+    s.send(s.request(Method::PUT, "/search/s").body(ok))
+        .await
+        .expect(201);
+}
+
+#[tokio::test]
+async fn every_answer_carries_a_request_id_and_keeps_a_given_one() {
+    let s = TestServer::start().await;
+    let a = s.get("/_health").await;
+    let b = s.get("/nope").await;
+    let (ida, idb) = (
+        a.header("x-request-id").unwrap(),
+        b.header("x-request-id").unwrap(),
+    );
+    assert!(!ida.is_empty());
+    assert_ne!(ida, idb);
+    let r = s
+        .send(
+            s.request(Method::GET, "/_health")
+                .header("x-request-id", "trace-123"),
+        )
+        .await;
+    assert_eq!(r.header("x-request-id"), Some("trace-123"));
+}
+
+#[tokio::test]
+async fn cors_allows_any_origin_with_bearer_tokens() {
+    let s = TestServer::start().await;
+    let r = s
+        .send(
+            s.request(Method::OPTIONS, "/data/movies")
+                .header("origin", "https://app.example")
+                .header("access-control-request-method", "PUT")
+                .header(
+                    "access-control-request-headers",
+                    "authorization,content-type",
+                ),
+        )
+        .await;
+    assert!(r.status < 300, "preflight: {} {}", r.status, r.text);
+    assert_eq!(
+        r.header("access-control-allow-origin"),
+        Some("https://app.example")
+    );
+    let headers = r
+        .header("access-control-allow-headers")
+        .unwrap()
+        .to_lowercase();
+    assert!(headers.contains("authorization"), "{headers}");
+    let methods = r.header("access-control-allow-methods").unwrap();
+    assert!(methods.contains("PUT"), "{methods}");
+
+    let r = s
+        .send(
+            s.request(Method::GET, "/")
+                .header("origin", "http://localhost:3000"),
+        )
+        .await
+        .expect(200);
+    assert_eq!(
+        r.header("access-control-allow-origin"),
+        Some("http://localhost:3000")
+    );
+}
+
+#[tokio::test]
+async fn metrics_count_requests() {
+    let s = TestServer::start().await;
+    s.get("/_health").await.expect(200);
+    s.get("/nope").await.expect(404);
+    let r = s.get("/_metrics").await.expect(200);
+    assert!(r.header("content-type").unwrap().starts_with("text/plain"));
+    assert!(
+        r.text
+            .contains("quintet_http_requests_total{class=\"2xx\"}"),
+        "{}",
+        r.text
+    );
+    let line = r
+        .text
+        .lines()
+        .find(|l| l.starts_with("quintet_http_requests_total{class=\"4xx\"}"))
+        .unwrap();
+    let n: u64 = line.rsplit(' ').next().unwrap().parse().unwrap();
+    assert!(n >= 1, "{line}");
+}

@@ -1,0 +1,281 @@
+//! Test harness: real quintet servers on ephemeral loopback ports, talked to over HTTP.
+//!
+//! - [`TestServer`] runs a node in-process (the binary's own wiring) on a temporary data
+//!   directory, with an injectable clock, and can be restarted on the same directory.
+//! - [`Process`] runs the real `quintet` binary, for tests that kill it.
+//!
+//! A service test is a few lines:
+//! ```no_run
+//! # async fn t() {
+//! use quintet_testkit::TestServer;
+//! use serde_json::json;
+//! let s = TestServer::start().await;
+//! s.create("data", "movies", None).await;
+//! let r = s.post("/data/movies", json!({"title": "Ghostbusters"})).await;
+//! assert_eq!(r.status, 201);
+//! # }
+//! ```
+
+#![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
+
+mod process;
+
+use std::{path::Path, sync::Arc, time::Duration};
+
+use quintet::{
+    cli::{ServeArgs, ServeConfig},
+    node::Node,
+};
+use quintet_core::{Clock, SystemClock};
+use reqwest::{Method, RequestBuilder, header::HeaderMap};
+use serde_json::Value;
+use tempfile::TempDir;
+use tokio::{sync::oneshot, task::JoinHandle};
+
+pub use process::Process;
+
+/// An answer: status, headers, the body as text and parsed as JSON (`Null` when it is not
+/// JSON).
+#[derive(Debug)]
+pub struct Reply {
+    /// HTTP status code.
+    pub status: u16,
+    /// Response headers.
+    pub headers: HeaderMap,
+    /// The body as text.
+    pub text: String,
+    /// The body parsed as JSON, `Value::Null` when it is not JSON.
+    pub body: Value,
+}
+
+impl Reply {
+    /// A response header as text.
+    pub fn header(&self, name: &str) -> Option<&str> {
+        self.headers.get(name).and_then(|v| v.to_str().ok())
+    }
+
+    /// Read a response fully.
+    pub async fn read(res: reqwest::Response) -> Self {
+        let status = res.status().as_u16();
+        let headers = res.headers().clone();
+        let text = res.text().await.expect("response body");
+        let body = serde_json::from_str(&text).unwrap_or(Value::Null);
+        Self {
+            status,
+            headers,
+            text,
+            body,
+        }
+    }
+
+    /// Assert the status, showing the body when it differs.
+    #[track_caller]
+    pub fn expect(self, status: u16) -> Self {
+        assert_eq!(
+            self.status, status,
+            "unexpected status; body: {}",
+            self.text
+        );
+        self
+    }
+}
+
+/// An HTTP client bound to one base URL.
+#[derive(Debug, Clone)]
+pub struct Client {
+    base: String,
+    http: reqwest::Client,
+}
+
+impl Client {
+    /// A client for the server at `base` (e.g. `http://127.0.0.1:6363`).
+    pub fn new(base: &str) -> Self {
+        let http = reqwest::Client::builder()
+            .no_proxy()
+            .timeout(Duration::from_secs(60))
+            .build()
+            .expect("HTTP client");
+        Self {
+            base: base.trim_end_matches('/').to_owned(),
+            http,
+        }
+    }
+
+    /// The absolute URL of `path`.
+    pub fn url(&self, path: &str) -> String {
+        format!("{}{path}", self.base)
+    }
+
+    /// The underlying client, for requests the helpers do not cover.
+    pub fn http(&self) -> &reqwest::Client {
+        &self.http
+    }
+
+    /// A request builder for `method` on `path`.
+    pub fn request(&self, method: Method, path: &str) -> RequestBuilder {
+        self.http.request(method, self.url(path))
+    }
+
+    /// Send a prepared request and read the answer.
+    pub async fn send(&self, req: RequestBuilder) -> Reply {
+        Reply::read(req.send().await.expect("request sent")).await
+    }
+
+    /// `GET path`.
+    pub async fn get(&self, path: &str) -> Reply {
+        self.send(self.request(Method::GET, path)).await
+    }
+
+    /// `DELETE path`.
+    pub async fn delete(&self, path: &str) -> Reply {
+        self.send(self.request(Method::DELETE, path)).await
+    }
+
+    /// `POST path` with a JSON body.
+    pub async fn post(&self, path: &str, body: Value) -> Reply {
+        self.send(self.request(Method::POST, path).json(&body))
+            .await
+    }
+
+    /// `PUT path` with a JSON body, or none.
+    pub async fn put(&self, path: &str, body: Option<Value>) -> Reply {
+        let req = self.request(Method::PUT, path);
+        let req = match body {
+            Some(b) => req.json(&b),
+            None => req,
+        };
+        self.send(req).await
+    }
+
+    /// Create instance `name` of `kind` (with its configuration, if any); asserts 201.
+    pub async fn create(&self, kind: &str, name: &str, config: Option<Value>) -> Reply {
+        self.put(&format!("/{kind}/{name}"), config)
+            .await
+            .expect(201)
+    }
+}
+
+/// How to start a [`TestServer`].
+#[derive(Debug)]
+pub struct Builder {
+    clock: Arc<dyn Clock>,
+    args: ServeArgs,
+}
+
+impl Builder {
+    /// Use `clock` as every store's source of time.
+    pub fn clock(mut self, clock: Arc<dyn Clock>) -> Self {
+        self.clock = clock;
+        self
+    }
+
+    /// Adjust the settings, as flags would.
+    pub fn args(mut self, f: impl FnOnce(&mut ServeArgs)) -> Self {
+        f(&mut self.args);
+        self
+    }
+
+    /// Start the server on a fresh temporary data directory.
+    pub async fn start(self) -> TestServer {
+        let dir = Arc::new(tempfile::tempdir().expect("temporary directory"));
+        let mut args = self.args;
+        args.data_dir = Some(dir.path().join("data"));
+        args.listen = Some("127.0.0.1:0".parse().expect("address"));
+        let config = args.resolve().expect("test configuration");
+        TestServer::launch(dir, config, self.clock).await
+    }
+}
+
+/// A quintet node running in this process on an ephemeral loopback port.
+#[derive(Debug)]
+pub struct TestServer {
+    client: Client,
+    dir: Arc<TempDir>,
+    config: ServeConfig,
+    clock: Arc<dyn Clock>,
+    stop: Option<oneshot::Sender<()>>,
+    task: Option<JoinHandle<()>>,
+}
+
+impl std::ops::Deref for TestServer {
+    type Target = Client;
+
+    fn deref(&self) -> &Client {
+        &self.client
+    }
+}
+
+impl TestServer {
+    /// A server with default settings on a fresh data directory.
+    pub async fn start() -> Self {
+        Self::builder().start().await
+    }
+
+    /// Settings for a server to start.
+    pub fn builder() -> Builder {
+        Builder {
+            clock: Arc::new(SystemClock),
+            args: ServeArgs::default(),
+        }
+    }
+
+    async fn launch(dir: Arc<TempDir>, config: ServeConfig, clock: Arc<dyn Clock>) -> Self {
+        let node = Node::open(&config, Arc::clone(&clock))
+            .await
+            .expect("node opens");
+        let listener = tokio::net::TcpListener::bind(config.server.listen)
+            .await
+            .expect("bind");
+        let base = format!("http://{}", listener.local_addr().expect("address"));
+        let (stop, stopped) = oneshot::channel::<()>();
+        let task = tokio::spawn(async move {
+            let shutdown = async move {
+                let _ = stopped.await;
+            };
+            node.serve(listener, shutdown).await.expect("server ran");
+        });
+        Self {
+            client: Client::new(&base),
+            dir,
+            config,
+            clock,
+            stop: Some(stop),
+            task: Some(task),
+        }
+    }
+
+    /// The data directory the node uses.
+    pub fn data_dir(&self) -> &Path {
+        &self.config.data_dir
+    }
+
+    /// Shut down gracefully (in-flight requests finish, stores close).
+    pub async fn stop(&mut self) {
+        if let Some(stop) = self.stop.take() {
+            let _ = stop.send(());
+        }
+        if let Some(task) = self.task.take() {
+            task.await.expect("server task");
+        }
+    }
+
+    /// Shut down gracefully and start again on the same data directory (on a new port).
+    pub async fn restart(&mut self) {
+        self.stop().await;
+        let next = Self::launch(
+            Arc::clone(&self.dir),
+            self.config.clone(),
+            Arc::clone(&self.clock),
+        )
+        .await;
+        *self = next;
+    }
+}
+
+impl Drop for TestServer {
+    fn drop(&mut self) {
+        if let Some(stop) = self.stop.take() {
+            let _ = stop.send(());
+        }
+    }
+}

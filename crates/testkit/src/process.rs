@@ -1,0 +1,145 @@
+//! The real `quintet` binary in a child process, for tests that kill it.
+
+use std::{
+    io::{BufRead, BufReader},
+    path::{Path, PathBuf},
+    process::{Child, Command, ExitStatus, Stdio},
+    sync::mpsc,
+    time::{Duration, Instant},
+};
+
+use crate::Client;
+
+/// A `quintet serve` child process on an ephemeral loopback port.
+#[derive(Debug)]
+pub struct Process {
+    child: Child,
+    client: Client,
+    bin: PathBuf,
+    data_dir: PathBuf,
+    extra: Vec<String>,
+    envs: Vec<(String, String)>,
+}
+
+impl std::ops::Deref for Process {
+    type Target = Client;
+
+    fn deref(&self) -> &Client {
+        &self.client
+    }
+}
+
+impl Process {
+    /// Start `bin serve` on `data_dir` with `extra` arguments; waits until it listens.
+    pub fn spawn(bin: &Path, data_dir: &Path, extra: &[&str]) -> Self {
+        Self::spawn_with_env(bin, data_dir, extra, &[])
+    }
+
+    /// Like [`Process::spawn`], with extra environment variables.
+    pub fn spawn_with_env(
+        bin: &Path,
+        data_dir: &Path,
+        extra: &[&str],
+        envs: &[(&str, &str)],
+    ) -> Self {
+        let extra: Vec<String> = extra.iter().map(|s| (*s).to_owned()).collect();
+        let envs: Vec<(String, String)> = envs
+            .iter()
+            .map(|(k, v)| ((*k).to_owned(), (*v).to_owned()))
+            .collect();
+        let (child, base) = start(bin, data_dir, &extra, &envs);
+        Self {
+            child,
+            client: Client::new(&base),
+            bin: bin.to_owned(),
+            data_dir: data_dir.to_owned(),
+            extra,
+            envs,
+        }
+    }
+
+    /// The process id.
+    pub fn pid(&self) -> u32 {
+        self.child.id()
+    }
+
+    /// `kill -9`: the process gets no chance to flush or close anything.
+    pub fn kill9(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+
+    /// Send a signal (`"TERM"`, `"INT"`) and wait up to `within` for the process to exit.
+    pub fn signal_and_wait(&mut self, signal: &str, within: Duration) -> ExitStatus {
+        let status = Command::new("kill")
+            .args([format!("-{signal}"), self.child.id().to_string()])
+            .status()
+            .expect("kill command");
+        assert!(status.success(), "kill -{signal} failed");
+        let deadline = Instant::now() + within;
+        loop {
+            if let Some(status) = self.child.try_wait().expect("wait") {
+                return status;
+            }
+            assert!(
+                Instant::now() < deadline,
+                "quintet did not exit after SIG{signal}"
+            );
+            std::thread::sleep(Duration::from_millis(20));
+        }
+    }
+
+    /// Start the binary again on the same data directory with the same arguments.
+    pub fn restart(&mut self) {
+        self.kill9();
+        let (child, base) = start(&self.bin, &self.data_dir, &self.extra, &self.envs);
+        self.child = child;
+        self.client = Client::new(&base);
+    }
+}
+
+impl Drop for Process {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+fn start(
+    bin: &Path,
+    data_dir: &Path,
+    extra: &[String],
+    envs: &[(String, String)],
+) -> (Child, String) {
+    let mut child = Command::new(bin)
+        .arg("serve")
+        .arg("--listen")
+        .arg("127.0.0.1:0")
+        .arg("--data-dir")
+        .arg(data_dir)
+        .args(["--log", "warn"])
+        .args(extra)
+        .env_remove("QUINTET_CONFIG")
+        .envs(envs.iter().map(|(k, v)| (k.as_str(), v.as_str())))
+        .stdout(Stdio::piped())
+        .stderr(Stdio::inherit())
+        .spawn()
+        .expect("quintet binary starts");
+    let stdout = child.stdout.take().expect("stdout");
+    let (tx, rx) = mpsc::channel();
+    std::thread::spawn(move || {
+        for line in BufReader::new(stdout).lines().map_while(Result::ok) {
+            if let Some(url) = line.strip_prefix("quintet listening on ") {
+                let _ = tx.send(url.trim().to_owned());
+            }
+        }
+    });
+    match rx.recv_timeout(Duration::from_secs(60)) {
+        Ok(base) => (child, base),
+        Err(_) => {
+            let _ = child.kill();
+            let status = child.wait().ok();
+            panic!("quintet did not report its address (exit status {status:?})");
+        }
+    }
+}
