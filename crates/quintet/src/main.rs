@@ -1,6 +1,6 @@
 //! The `quintet` binary: parses arguments, opens the stores, serves HTTP.
 
-use std::{process::ExitCode, sync::Arc};
+use std::{io::IsTerminal, process::ExitCode, sync::Arc};
 
 use anyhow::Context;
 use clap::Parser;
@@ -30,6 +30,7 @@ fn init_logging(config: &ServeConfig) -> anyhow::Result<()> {
         .with_context(|| format!("log filter \"{}\" is not valid", config.log))?;
     let builder = tracing_subscriber::fmt()
         .with_env_filter(filter)
+        .with_ansi(std::io::stderr().is_terminal())
         .with_writer(std::io::stderr);
     match config.log_format {
         LogFormat::Text => builder.init(),
