@@ -8,12 +8,14 @@
 //! - [`names`]: validated service types, instance and application names.
 //! - [`instance`]: instances and their per-type configuration.
 //! - [`ports`]: [`ports::Lifecycle`] plus one trait per service and the registry.
-//! - [`clock`], [`id`], [`json`]: time, identifiers and guards for untrusted JSON.
+//! - [`clock`], [`id`], [`json`], [`hmac`]: time, identifiers, guards for untrusted JSON and
+//!   the signing primitive.
 
 pub mod clock;
 #[cfg(feature = "conformance")]
 pub mod conformance;
 pub mod error;
+pub mod hmac;
 pub mod id;
 pub mod instance;
 pub mod json;

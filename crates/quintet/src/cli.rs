@@ -68,6 +68,11 @@ pub struct ServeArgs {
     #[arg(long, env = "QUINTET_SHUTDOWN_TIMEOUT", value_name = "SECONDS")]
     pub shutdown_timeout: Option<u64>,
 
+    /// URL clients reach this server at, for the absolute URLs it hands out (pre-signed
+    /// URLs, connection strings) [default: built from each request's Host header]
+    #[arg(long, env = "QUINTET_PUBLIC_URL", value_name = "URL")]
+    pub public_url: Option<String>,
+
     /// Log filter, e.g. `info`, `warn`, `quintet=debug` [default: info]
     #[arg(long, env = "QUINTET_LOG", value_name = "FILTER")]
     pub log: Option<String>,
@@ -86,6 +91,7 @@ struct FileConfig {
     max_body_bytes: Option<usize>,
     max_json_depth: Option<usize>,
     shutdown_timeout: Option<u64>,
+    public_url: Option<String>,
     log: Option<String>,
     log_format: Option<LogFormat>,
 }
@@ -135,6 +141,11 @@ impl ServeArgs {
                     .or(file.shutdown_timeout)
                     .map(Duration::from_secs)
                     .unwrap_or(defaults.shutdown_timeout),
+                public_url: self
+                    .public_url
+                    .or(file.public_url)
+                    .map(|u| check_public_url(&u))
+                    .transpose()?,
             },
             data_dir: self
                 .data_dir
@@ -147,6 +158,22 @@ impl ServeArgs {
                 .unwrap_or(LogFormat::Text),
         })
     }
+}
+
+/// An absolute http(s) URL, returned without a trailing slash.
+fn check_public_url(url: &str) -> anyhow::Result<String> {
+    let trimmed = url.trim_end_matches('/');
+    let ok = (trimmed.starts_with("http://") || trimmed.starts_with("https://"))
+        && trimmed
+            .split("://")
+            .nth(1)
+            .is_some_and(|rest| !rest.is_empty());
+    if !ok {
+        bail!(
+            "public-url \"{url}\" must be an absolute http or https URL, e.g. https://quintet.example.com"
+        );
+    }
+    Ok(trimmed.to_owned())
 }
 
 fn read_file(path: &Path) -> anyhow::Result<FileConfig> {
@@ -212,6 +239,18 @@ mod tests {
             .resolve()
             .unwrap_err();
         assert!(format!("{err:#}").contains("/nonexistent/q.toml"));
+    }
+
+    #[test]
+    fn public_url_is_checked_and_trimmed() {
+        let c = parse(&["--public-url", "https://q.example.com/"])
+            .resolve()
+            .unwrap();
+        assert_eq!(
+            c.server.public_url.as_deref(),
+            Some("https://q.example.com")
+        );
+        assert!(parse(&["--public-url", "q.example.com"]).resolve().is_err());
     }
 
     #[test]

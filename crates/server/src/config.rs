@@ -21,6 +21,10 @@ pub struct Config {
     pub max_json_depth: usize,
     /// How long in-flight requests may run after a shutdown signal.
     pub shutdown_timeout: Duration,
+    /// The URL clients reach this server at (scheme, host, port, no trailing slash), for
+    /// absolute URLs the server hands out; when absent, they are built from the request's
+    /// `Host` header.
+    pub public_url: Option<String>,
 }
 
 impl Default for Config {
@@ -30,6 +34,7 @@ impl Default for Config {
             max_body_bytes: DEFAULT_MAX_BODY_BYTES,
             max_json_depth: quintet_core::json::DEFAULT_MAX_DEPTH,
             shutdown_timeout: DEFAULT_SHUTDOWN_TIMEOUT,
+            public_url: None,
         }
     }
 }

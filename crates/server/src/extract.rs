@@ -159,3 +159,32 @@ impl<S: Send + Sync> FromRequestParts<S> for LegacyGet {
         Ok(LegacyGet(on))
     }
 }
+
+/// Where clients reach this server: the configured public URL, else `http://` and the
+/// request's `Host` header. For absolute URLs the server hands out.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct BaseUrl(pub String);
+
+impl FromRequestParts<AppState> for BaseUrl {
+    type Rejection = ApiError;
+
+    async fn from_request_parts(parts: &mut Parts, state: &AppState) -> Result<Self, ApiError> {
+        if let Some(url) = &state.config.public_url {
+            return Ok(BaseUrl(url.clone()));
+        }
+        let host = parts
+            .headers
+            .get(axum::http::header::HOST)
+            .and_then(|h| h.to_str().ok())
+            .or_else(|| parts.uri.authority().map(|a| a.as_str()))
+            .filter(|h| !h.is_empty() && h.bytes().all(|b| b.is_ascii_graphic()))
+            .ok_or_else(|| {
+                ApiError(Error::BadRequest(
+                    "the request has no Host header to build a URL from; \
+                     set --public-url on the server"
+                        .into(),
+                ))
+            })?;
+        Ok(BaseUrl(format!("http://{host}")))
+    }
+}
