@@ -10,14 +10,18 @@
 //! - [`ports`]: [`ports::Lifecycle`] plus one trait per service and the registry.
 //! - [`clock`], [`id`], [`json`], [`hmac`]: time, identifiers, guards for untrusted JSON and
 //!   the signing primitive.
+//! - [`js_json`], [`delivery`]: JSON text as JavaScript writes it, and the rules of queue
+//!   deliveries (signature, retry schedule, forbidden targets).
 
 pub mod clock;
 #[cfg(feature = "conformance")]
 pub mod conformance;
+pub mod delivery;
 pub mod error;
 pub mod hmac;
 pub mod id;
 pub mod instance;
+pub mod js_json;
 pub mod json;
 pub mod names;
 pub mod ports;

@@ -8,6 +8,7 @@
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
 
 pub mod lifecycle;
+pub mod queue;
 pub mod registry;
 
 use std::sync::atomic::{AtomicU64, Ordering};
