@@ -23,7 +23,7 @@ impl Node {
     /// Open the stores named by `config`, with `clock` as the source of time, and repair
     /// what an interrupted shutdown left behind.
     pub async fn open(config: &ServeConfig, clock: Arc<dyn Clock>) -> anyhow::Result<Self> {
-        let embedded = Embedded::open(&config.data_dir, clock)
+        let embedded = Embedded::open(&config.data_dir, Arc::clone(&clock))
             .with_context(|| format!("cannot open data directory {}", config.data_dir.display()))?;
         let services = Services {
             registry: embedded.registry.clone(),
@@ -33,7 +33,7 @@ impl Node {
             queue: embedded.queue.clone(),
             storage: embedded.storage.clone(),
         };
-        let state = AppState::new(services, config.server.clone());
+        let state = AppState::with_clock(services, config.server.clone(), clock);
         quintet_server::startup(&state).await?;
         Ok(Self { embedded, state })
     }

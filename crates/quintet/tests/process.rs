@@ -30,6 +30,8 @@ fn serve_help_documents_every_setting() {
         ("--max-json-depth", "QUINTET_MAX_JSON_DEPTH"),
         ("--shutdown-timeout", "QUINTET_SHUTDOWN_TIMEOUT"),
         ("--public-url", "QUINTET_PUBLIC_URL"),
+        ("--queue-deny-private", "QUINTET_QUEUE_DENY_PRIVATE"),
+        ("--queue-backoff-ms", "QUINTET_QUEUE_BACKOFF_MS"),
         ("--log", "QUINTET_LOG"),
         ("--log-format", "QUINTET_LOG_FORMAT"),
     ] {

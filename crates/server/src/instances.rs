@@ -8,7 +8,7 @@ use std::{
 
 use quintet_core::{AppName, Error, Instance, InstanceConfig, InstanceName, Result, ServiceType};
 
-use crate::state::Services;
+use crate::{dispatch::Dispatcher, state::Services};
 
 type ByName = HashMap<String, Arc<Instance>>;
 
@@ -16,6 +16,8 @@ type ByName = HashMap<String, Arc<Instance>>;
 #[derive(Debug)]
 pub struct Instances {
     services: Arc<Services>,
+    /// Told when a queue is destroyed, and asked to check a new queue's target.
+    dispatcher: Arc<Dispatcher>,
     /// Application name → per-type maps of name → instance, indexed by `ServiceType`.
     cache: RwLock<HashMap<String, [ByName; 5]>>,
 }
@@ -31,10 +33,12 @@ fn slot(kind: ServiceType) -> usize {
 }
 
 impl Instances {
-    /// A directory over `services`' registry and adapters.
-    pub fn new(services: Arc<Services>) -> Self {
+    /// A directory over `services`' registry and adapters; queue lifecycles are reported to
+    /// `dispatcher`.
+    pub fn new(services: Arc<Services>, dispatcher: Arc<Dispatcher>) -> Self {
         Self {
             services,
+            dispatcher,
             cache: RwLock::new(HashMap::new()),
         }
     }
@@ -93,6 +97,9 @@ impl Instances {
         config: InstanceConfig,
     ) -> Result<Instance> {
         let kind = config.kind();
+        if let InstanceConfig::Queue(queue) = &config {
+            self.dispatcher.check_target(queue).await?;
+        }
         let instance = self
             .services
             .registry
@@ -131,6 +138,10 @@ impl Instances {
             .await;
         self.forget(app, kind, name);
         let instance = instance?;
+        if kind == ServiceType::Queue {
+            // No delivery of the queue may run once its contents are dropped.
+            self.dispatcher.forget(instance.id).await;
+        }
         self.services
             .lifecycle(kind)
             .drop_instance(&instance)

@@ -9,6 +9,7 @@
 //! The crate knows no engine: it receives its ports as trait objects in [`Services`].
 
 pub mod config;
+pub mod dispatch;
 pub mod error;
 pub mod extract;
 pub mod instances;
@@ -52,17 +53,20 @@ pub async fn startup(state: &AppState) -> Result<()> {
     state.services.sweep().await
 }
 
-/// Serve `state` on `listener` until `shutdown` resolves; then let in-flight requests
-/// finish for up to the configured timeout, and close every store.
+/// Serve `state` on `listener` until `shutdown` resolves; then let in-flight requests and
+/// queue deliveries finish for up to the configured timeout, and close every store.
 pub async fn serve(
     listener: TcpListener,
     state: AppState,
     shutdown: impl Future<Output = ()> + Send + 'static,
 ) -> Result<()> {
+    state.dispatcher.start().await?;
     let (stopping_tx, stopping_rx) = tokio::sync::oneshot::channel::<()>();
+    let dispatcher = Arc::clone(&state.dispatcher);
     let signal = async move {
         shutdown.await;
-        tracing::info!("shutting down: finishing in-flight requests");
+        tracing::info!("shutting down: finishing in-flight requests and deliveries");
+        dispatcher.begin_shutdown();
         let _ = stopping_tx.send(());
     };
     let listener = listener.tap_io(|tcp| {
@@ -84,5 +88,6 @@ pub async fn serve(
         served = server => served.map_err(|e| Error::internal(format!("HTTP server: {e}")))?,
         () = deadline => tracing::warn!(?grace, "shutdown timeout: dropping unfinished requests"),
     }
+    state.dispatcher.finish().await;
     state.services.close().await
 }

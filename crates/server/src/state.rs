@@ -3,11 +3,11 @@
 use std::sync::Arc;
 
 use quintet_core::{
-    Result, ServiceType,
-    ports::{Lifecycle, registry::Registry},
+    Clock, Result, ServiceType, SystemClock,
+    ports::{Lifecycle, queue::JobQueue, registry::Registry},
 };
 
-use crate::{config::Config, instances::Instances, metrics::Metrics};
+use crate::{config::Config, dispatch::Dispatcher, instances::Instances, metrics::Metrics};
 
 /// One adapter per port, chosen by the binary.
 #[derive(Debug, Clone)]
@@ -21,7 +21,7 @@ pub struct Services {
     /// Full-text indexes.
     pub search: Arc<dyn Lifecycle>,
     /// Jobs.
-    pub queue: Arc<dyn Lifecycle>,
+    pub queue: Arc<dyn JobQueue>,
     /// Objects.
     pub storage: Arc<dyn Lifecycle>,
 }
@@ -84,17 +84,37 @@ pub struct AppState {
     pub config: Arc<Config>,
     /// Request counters.
     pub metrics: Arc<Metrics>,
+    /// The source of time.
+    pub clock: Arc<dyn Clock>,
+    /// Delivers queued jobs to workers.
+    pub dispatcher: Arc<Dispatcher>,
 }
 
 impl AppState {
-    /// State over `services` with `config`.
+    /// State over `services` with `config`, on the system clock.
     pub fn new(services: Services, config: Config) -> Self {
+        Self::with_clock(services, config, Arc::new(SystemClock))
+    }
+
+    /// State over `services` with `config`, taking time from `clock`.
+    pub fn with_clock(services: Services, config: Config, clock: Arc<dyn Clock>) -> Self {
         let services = Arc::new(services);
+        let dispatcher = Arc::new(Dispatcher::new(
+            Arc::clone(&services.queue),
+            Arc::clone(&services.registry),
+            Arc::clone(&clock),
+            config.dispatch_settings(),
+        ));
         Self {
-            instances: Arc::new(Instances::new(Arc::clone(&services))),
+            instances: Arc::new(Instances::new(
+                Arc::clone(&services),
+                Arc::clone(&dispatcher),
+            )),
             services,
             config: Arc::new(config),
             metrics: Arc::new(Metrics::default()),
+            clock,
+            dispatcher,
         }
     }
 }

@@ -3,6 +3,7 @@
 //! - [`TestServer`] runs a node in-process (the binary's own wiring) on a temporary data
 //!   directory, with an injectable clock, and can be restarted on the same directory.
 //! - [`Process`] runs the real `quintet` binary, for tests that kill it.
+//! - [`Worker`] is a queue worker that records deliveries and answers as told.
 //!
 //! A service test is a few lines:
 //! ```no_run
@@ -19,6 +20,7 @@
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
 
 mod process;
+mod worker;
 
 use std::{path::Path, sync::Arc, time::Duration};
 
@@ -33,6 +35,7 @@ use tempfile::TempDir;
 use tokio::{sync::oneshot, task::JoinHandle};
 
 pub use process::Process;
+pub use worker::{Answer, Received, Worker, eventually};
 
 /// An answer: status, headers, the body as text and parsed as JSON (`Null` when it is not
 /// JSON).
