@@ -14,10 +14,15 @@ use tokio::sync::Mutex;
 use crate::load::{self, LoadResult, LoadSpec, MakeReq, Req};
 
 mod ceiling;
+mod queue;
 
 /// Every scenario, in report order.
 pub fn all() -> Vec<Box<dyn Scenario>> {
-    vec![Box::new(ceiling::Ceiling)]
+    vec![
+        Box::new(ceiling::Ceiling),
+        Box::new(queue::Delivery(queue::Goal::Throughput)),
+        Box::new(queue::Delivery(queue::Goal::Latency)),
+    ]
 }
 
 /// What a scenario must reach to meet its issue's goal.

@@ -92,12 +92,18 @@ fn map_err(instance_name: &str) -> impl Fn(rusqlite::Error) -> Error + '_ {
     }
 }
 
-fn random_token() -> Result<i64> {
-    let bytes = random_bytes(8)?;
-    let mut buf = [0u8; 8];
-    buf.copy_from_slice(&bytes);
-    // Zero is never issued, so a token is always distinguishable from "no lease".
-    Ok(i64::from_le_bytes(buf).max(1))
+/// `n` random lease tokens, from one read of the random source.
+fn random_tokens(n: usize) -> Result<Vec<i64>> {
+    let bytes = random_bytes(8 * n)?;
+    Ok(bytes
+        .chunks_exact(8)
+        .map(|c| {
+            let mut buf = [0u8; 8];
+            buf.copy_from_slice(c);
+            // Positive 63-bit values; zero is never issued.
+            (i64::from_le_bytes(buf) & i64::MAX).max(1)
+        })
+        .collect())
 }
 
 fn job_missing(id: &str) -> Error {
@@ -243,10 +249,7 @@ impl JobQueue for SqliteJobQueue {
     ) -> Result<Claim> {
         let table = self.table(instance);
         let name = instance.name.to_string();
-        let mut tokens = Vec::with_capacity(max);
-        for _ in 0..max {
-            tokens.push(random_token()?);
-        }
+        let tokens = random_tokens(max)?;
         self.db()
             .write(move |c| claim_jobs(c, &table, &name, now_ms, lease_until_ms, &tokens))
             .await
@@ -375,6 +378,12 @@ fn settle_jobs(
                      updated_ms = ?4 WHERE id = ?1 AND lease = ?2"
                 ))
                 .and_then(|mut st| st.execute(params![s.id, s.lease.0, error, now_ms])),
+            Outcome::Released => c
+                .prepare_cached(&format!(
+                    "UPDATE \"{table}\" SET lease = NULL, due_ms = ?3, \
+                     attempts = max(attempts - 1, 0) WHERE id = ?1 AND lease = ?2"
+                ))
+                .and_then(|mut st| st.execute(params![s.id, s.lease.0, now_ms])),
             Outcome::RetryAt { due_ms, error } => c
                 .prepare_cached(&format!(
                     "UPDATE \"{table}\" SET lease = NULL, due_ms = ?3, error = ?4, \

@@ -28,6 +28,7 @@ pub async fn run_all(port: &dyn JobQueue) {
     delivered_jobs_are_gone(port).await;
     an_expired_lease_makes_the_job_claimable_again(port).await;
     retry_at_makes_the_job_due_later(port).await;
+    released_jobs_are_due_at_once_without_an_attempt(port).await;
     failed_jobs_go_to_error_and_retry_brings_them_back(port).await;
     cancel_removes_ready_and_error_jobs(port).await;
     settling_a_cancelled_claim_changes_nothing(port).await;
@@ -301,6 +302,27 @@ pub async fn retry_at_makes_the_job_due_later(port: &dyn JobQueue) {
     assert_eq!(early.next_due_ms, Some(T0 + 500));
     let again = claim(port, &q, T0 + 500, 1).await;
     assert_eq!(again[0].attempt, 2);
+    port.drop_instance(&q).await.expect("drop");
+}
+
+/// `Released` gives an unsent job back: due at once, the attempt not counted.
+pub async fn released_jobs_are_due_at_once_without_an_attempt(port: &dyn JobQueue) {
+    let q = fresh(port).await;
+    let id = put(port, &q, json!({"n": 1}), T0).await;
+    let jobs = claim(port, &q, T0, 1).await;
+    port.settle(&q, T0 + 1, settle(&jobs[0], Outcome::Released))
+        .await
+        .expect("settle");
+    let records = port
+        .list(&q, &ListJobs::status(JobStatus::Ready))
+        .await
+        .expect("list");
+    assert_eq!(
+        (records[0].attempts, records[0].error.as_deref()),
+        (0, None)
+    );
+    let again = claim(port, &q, T0 + 1, 1).await;
+    assert_eq!((again[0].id.as_str(), again[0].attempt), (id.as_str(), 1));
     port.drop_instance(&q).await.expect("drop");
 }
 

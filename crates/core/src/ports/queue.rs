@@ -330,6 +330,9 @@ pub enum Outcome {
         /// The worker's answer or the reason delivery gave up.
         error: String,
     },
+    /// The job was not sent (the node is stopping): it is claimable again at once and the
+    /// claim's attempt is not counted.
+    Released,
     /// The worker could not be reached: the job stays READY, claimable again at `due_ms`.
     RetryAt {
         /// When to try again, milliseconds since the epoch.
@@ -366,7 +369,8 @@ pub struct Settlement {
 /// - `settle` applies each outcome only if the job still carries that claim's lease token;
 ///   otherwise (cancelled, retried, or re-claimed after expiry) the settlement is ignored.
 ///   `Delivered` removes the job; `Failed` makes it ERROR with the error; `RetryAt` releases
-///   it, due at the given time, with the error recorded.
+///   it, due at the given time, with the error recorded; `Released` gives it back unsent,
+///   due now, without counting the attempt.
 /// - `retry` makes an ERROR job READY and due now, with its attempts reset to 0 and its
 ///   error cleared: [`Error::NotFound`] for an unknown job, [`Error::Conflict`] for a job
 ///   that is READY.

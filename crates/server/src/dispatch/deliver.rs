@@ -57,15 +57,17 @@ impl Delivery {
 
     /// Deliver `job` once and say how it went.
     pub async fn deliver(&self, job: ClaimedJob) -> Settlement {
-        let outcome = self.attempt(&job).await;
-        Settlement {
-            id: job.id,
-            lease: job.lease,
-            outcome,
-        }
+        let ClaimedJob {
+            id,
+            body,
+            attempt,
+            lease,
+        } = job;
+        let outcome = self.attempt(&id, body, attempt).await;
+        Settlement { id, lease, outcome }
     }
 
-    async fn attempt(&self, job: &ClaimedJob) -> Outcome {
+    async fn attempt(&self, id: &str, body: String, attempt: u32) -> Outcome {
         if self.deny_private
             && let Err(denied) = guard::check_literal(&self.target)
         {
@@ -79,12 +81,12 @@ impl Delivery {
             .post(self.target.clone())
             .timeout(self.timeout)
             .header(CONTENT_TYPE, "application/json")
-            .header(JOB_ID_HEADER, job.id.as_str());
+            .header(JOB_ID_HEADER, id);
         if let Some(secret) = &self.secret {
-            let signature = signature_header(secret, sent_at, job.body.as_bytes());
+            let signature = signature_header(secret, sent_at, body.as_bytes());
             req = req.header(SIGNATURE_HEADER, signature);
         }
-        match req.body(job.body.clone()).send().await {
+        match req.body(body).send().await {
             Ok(res) if res.status().is_success() => Outcome::Delivered,
             Ok(res) => Outcome::Failed {
                 error: worker_answer(res).await,
@@ -93,7 +95,7 @@ impl Delivery {
                 Some(denied) => Outcome::Failed {
                     error: denied.to_string(),
                 },
-                None => self.unreachable(job.attempt, self.describe(&e)),
+                None => self.unreachable(attempt, self.describe(&e)),
             },
         }
     }

@@ -1,19 +1,24 @@
-//! The pump of one queue: claims due jobs up to the queue's concurrency, delivers each in
-//! its own task, settles what finished, and sleeps until something happens (an enqueue, a
+//! The pump of one queue: claims due jobs, delivers each in its own task up to the queue's
+//! concurrency, records the outcomes, and sleeps until something happens (an enqueue, a
 //! delivery finishing, a retry falling due, or a change of mode).
+//!
+//! Claims run ahead of the deliveries: the pump keeps up to `concurrency` claimed jobs in a
+//! local buffer and refills it while deliveries are under way, so a free delivery slot
+//! never waits for the store's commit. Recording outcomes is not awaited either: it shares
+//! the store's commits with the next claim.
 //!
 //! Each queue has its own pump and its own delivery slots, so a slow or dead worker only
 //! ever occupies its own queue's slots.
 
-use std::{sync::Arc, time::Duration};
+use std::{collections::VecDeque, sync::Arc, time::Duration};
 
 use quintet_core::{
-    Error, Instance,
-    ports::queue::{JobQueue, Outcome, Settlement},
+    Error, Instance, Result,
+    ports::queue::{Claim, ClaimedJob, JobQueue, Outcome, Settlement},
 };
 use tokio::{
     sync::{Notify, watch},
-    task::{JoinError, JoinSet},
+    task::{JoinError, JoinHandle, JoinSet},
 };
 
 use super::deliver::Delivery;
@@ -23,7 +28,8 @@ use super::deliver::Delivery;
 pub(super) enum Mode {
     /// Claim and deliver.
     Run,
-    /// Claim nothing more; finish and settle the deliveries in flight, then stop.
+    /// Claim nothing more; give back claimed jobs not yet sent, finish and record the
+    /// deliveries in flight, then stop.
     Drain,
     /// Stop now, abandoning deliveries in flight (the queue was destroyed).
     Stop,
@@ -38,6 +44,8 @@ const MAX_SLEEP_MS: i64 = 1_000;
 /// Longest pause after the store failed, before trying again.
 const MAX_ERROR_PAUSE_MS: i64 = 30_000;
 
+type ClaimTask = JoinHandle<Result<Claim>>;
+
 /// One queue's pump.
 pub(super) struct Pump {
     pub port: Arc<dyn JobQueue>,
@@ -48,78 +56,110 @@ pub(super) struct Pump {
     pub mode: watch::Receiver<Mode>,
 }
 
+/// The pump's moving parts.
+struct Work {
+    /// Deliveries in flight.
+    inflight: JoinSet<Settlement>,
+    /// Claimed jobs waiting for a delivery slot.
+    buffer: VecDeque<ClaimedJob>,
+    /// The claim under way, if any, and how many jobs it asked for.
+    claiming: Option<ClaimTask>,
+    claim_max: usize,
+    /// Outcomes being recorded.
+    settling: JoinSet<()>,
+    /// Whether a claim may find something (after a wake, a due time, or a full claim).
+    want_claim: bool,
+    /// When the next job left in the store falls due.
+    next_due: Option<i64>,
+    /// Consecutive failures of the store, for the pause before trying again.
+    store_failures: i64,
+}
+
+impl Work {
+    fn abort(&mut self) {
+        self.inflight.abort_all();
+        self.settling.abort_all();
+        if let Some(claim) = self.claiming.take() {
+            claim.abort();
+        }
+    }
+}
+
+/// The result of the claim under way, or never when there is none.
+async fn claim_done(
+    claiming: &mut Option<ClaimTask>,
+) -> std::result::Result<Result<Claim>, JoinError> {
+    match claiming {
+        Some(task) => task.await,
+        None => std::future::pending().await,
+    }
+}
+
 impl Pump {
     /// Run until told to stop, drained, or the queue's storage is gone.
     pub async fn run(mut self) {
-        let lease_ms = i64::try_from(self.delivery.timeout.as_millis())
-            .unwrap_or(i64::MAX / 2)
-            .saturating_add(LEASE_MARGIN_MS);
         let clock = Arc::clone(&self.delivery.clock);
-        let mut inflight: JoinSet<Settlement> = JoinSet::new();
-        let mut finished: Vec<Settlement> = Vec::new();
-        let mut want_claim = true;
-        let mut next_due: Option<i64> = None;
-        let mut store_failures: i64 = 0;
+        let mut w = Work {
+            inflight: JoinSet::new(),
+            buffer: VecDeque::new(),
+            claiming: None,
+            claim_max: 0,
+            settling: JoinSet::new(),
+            want_claim: true,
+            next_due: None,
+            store_failures: 0,
+        };
         loop {
             let mode = *self.mode.borrow_and_update();
             if mode == Mode::Stop {
-                inflight.abort_all();
+                w.abort();
                 return;
             }
-            while let Some(done) = inflight.try_join_next() {
+            let mut finished = Vec::new();
+            while let Some(done) = w.inflight.try_join_next() {
                 self.collect(done, &mut finished);
             }
-            if !finished.is_empty() {
-                // A job released for a retry is due again later: look then.
-                for s in &finished {
-                    if let Outcome::RetryAt { due_ms, .. } = s.outcome {
-                        next_due = Some(next_due.map_or(due_ms, |d| d.min(due_ms)));
-                    }
-                }
-                self.settle(clock.now_ms(), std::mem::take(&mut finished))
-                    .await;
-            }
-            if mode == Mode::Drain && inflight.is_empty() {
-                return;
-            }
-            let now = clock.now_ms();
-            if next_due.is_some_and(|due| due <= now) {
-                want_claim = true;
-            }
-            let free = self.concurrency.saturating_sub(inflight.len());
-            if mode == Mode::Run && want_claim && free > 0 {
-                match self
-                    .port
-                    .claim(&self.instance, now, now + lease_ms, free)
-                    .await
+            self.record(&mut w, finished);
+            while w.settling.try_join_next().is_some() {}
+
+            if mode == Mode::Drain {
+                if let Some(claim) = w.claiming.take()
+                    && let Ok(Ok(claim)) = claim.await
                 {
-                    Ok(claim) => {
-                        store_failures = 0;
-                        want_claim = claim.jobs.len() == free;
-                        next_due = claim.next_due_ms;
-                        for job in claim.jobs {
-                            let delivery = Arc::clone(&self.delivery);
-                            inflight.spawn(async move { delivery.deliver(job).await });
-                        }
-                    }
-                    Err(Error::NotFound(_)) => {
-                        tracing::debug!(queue = %self.instance.name, "queue storage gone; pump stops");
-                        inflight.abort_all();
-                        return;
-                    }
-                    Err(e) => {
-                        store_failures += 1;
-                        let pause = (1_000 * store_failures).min(MAX_ERROR_PAUSE_MS);
-                        tracing::error!(queue = %self.instance.name, error = %e, pause_ms = pause,
-                            "claiming jobs failed");
-                        want_claim = false;
-                        next_due = Some(now + pause);
-                    }
+                    w.buffer.extend(claim.jobs);
+                }
+                let unsent: Vec<Settlement> = w
+                    .buffer
+                    .drain(..)
+                    .map(|job| Settlement {
+                        id: job.id,
+                        lease: job.lease,
+                        outcome: Outcome::Released,
+                    })
+                    .collect();
+                self.record(&mut w, unsent);
+                if w.inflight.is_empty() {
+                    while w.settling.join_next().await.is_some() {}
+                    return;
+                }
+            } else {
+                self.start_deliveries(&mut w);
+                let now = clock.now_ms();
+                if w.next_due.is_some_and(|due| due <= now) {
+                    w.want_claim = true;
+                }
+                let room = self.room(&w);
+                if w.claiming.is_none() && w.want_claim && room > 0 {
+                    w.want_claim = false;
+                    w.claim_max = room;
+                    w.claiming = Some(self.claim(now, room));
                 }
             }
-            let free = self.concurrency.saturating_sub(inflight.len());
-            let sleep_ms = next_due
-                .filter(|_| mode == Mode::Run && free > 0)
+
+            let idle_with_room = mode == Mode::Run && w.claiming.is_none() && self.room(&w) > 0;
+            let sleep_ms = w
+                .next_due
+                .filter(|_| idle_with_room)
                 .map(|due| (due - clock.now_ms()).clamp(0, MAX_SLEEP_MS));
             let sleep = tokio::time::sleep(Duration::from_millis(
                 sleep_ms.and_then(|ms| u64::try_from(ms).ok()).unwrap_or(0),
@@ -129,20 +169,101 @@ impl Pump {
                 changed = self.mode.changed() => {
                     if changed.is_err() {
                         // The dispatcher is gone: nobody can stop or drain us any more.
-                        inflight.abort_all();
+                        w.abort();
                         return;
                     }
                 }
-                Some(done) = inflight.join_next(), if !inflight.is_empty() => {
-                    self.collect(done, &mut finished);
+                claimed = claim_done(&mut w.claiming) => {
+                    w.claiming = None;
+                    if !self.claimed(&mut w, claimed, clock.now_ms()) {
+                        w.abort();
+                        return;
+                    }
                 }
-                () = self.wake.notified() => want_claim = true,
-                () = sleep, if sleep_ms.is_some() => want_claim = true,
+                Some(done) = w.inflight.join_next(), if !w.inflight.is_empty() => {
+                    let mut finished = Vec::new();
+                    self.collect(done, &mut finished);
+                    self.record(&mut w, finished);
+                }
+                Some(_) = w.settling.join_next(), if !w.settling.is_empty() => {}
+                () = self.wake.notified() => w.want_claim = true,
+                () = sleep, if sleep_ms.is_some() => w.want_claim = true,
             }
         }
     }
 
-    fn collect(&self, done: Result<Settlement, JoinError>, finished: &mut Vec<Settlement>) {
+    /// How many more jobs a claim may take: the buffer is refilled once it is down to half
+    /// the concurrency, up to the concurrency, so claims are batches, not single jobs.
+    fn room(&self, w: &Work) -> usize {
+        if w.buffer.len() > self.concurrency / 2 {
+            return 0;
+        }
+        (2 * self.concurrency).saturating_sub(w.inflight.len() + w.buffer.len())
+    }
+
+    fn start_deliveries(&self, w: &mut Work) {
+        while w.inflight.len() < self.concurrency {
+            let Some(job) = w.buffer.pop_front() else {
+                break;
+            };
+            let delivery = Arc::clone(&self.delivery);
+            w.inflight.spawn(async move { delivery.deliver(job).await });
+        }
+    }
+
+    fn claim(&self, now_ms: i64, max: usize) -> ClaimTask {
+        let lease_ms = i64::try_from(self.delivery.timeout.as_millis())
+            .unwrap_or(i64::MAX / 2)
+            .saturating_add(LEASE_MARGIN_MS);
+        let (port, instance) = (Arc::clone(&self.port), Arc::clone(&self.instance));
+        tokio::spawn(async move {
+            port.claim(&instance, now_ms, now_ms.saturating_add(lease_ms), max)
+                .await
+        })
+    }
+
+    /// Take in what a claim found; false when the queue's storage is gone.
+    fn claimed(
+        &self,
+        w: &mut Work,
+        claimed: std::result::Result<Result<Claim>, JoinError>,
+        now_ms: i64,
+    ) -> bool {
+        match claimed {
+            Ok(Ok(claim)) => {
+                w.store_failures = 0;
+                // A full claim may have left more due jobs behind.
+                w.want_claim = w.want_claim || claim.jobs.len() >= w.claim_max;
+                w.next_due = claim.next_due_ms;
+                w.buffer.extend(claim.jobs);
+                self.start_deliveries(w);
+                true
+            }
+            Ok(Err(Error::NotFound(_))) => {
+                tracing::debug!(queue = %self.instance.name, "queue storage gone; pump stops");
+                false
+            }
+            Ok(Err(e)) => {
+                w.store_failures += 1;
+                let pause = (1_000 * w.store_failures).min(MAX_ERROR_PAUSE_MS);
+                tracing::error!(queue = %self.instance.name, error = %e, pause_ms = pause,
+                    "claiming jobs failed");
+                w.next_due = Some(now_ms + pause);
+                true
+            }
+            Err(e) => {
+                tracing::error!(queue = %self.instance.name, error = %e, "a claim task failed");
+                w.next_due = Some(now_ms + MAX_SLEEP_MS);
+                true
+            }
+        }
+    }
+
+    fn collect(
+        &self,
+        done: std::result::Result<Settlement, JoinError>,
+        finished: &mut Vec<Settlement>,
+    ) {
         match done {
             Ok(settlement) => finished.push(settlement),
             // A delivery that panicked keeps its lease; the job is delivered again once the
@@ -154,13 +275,32 @@ impl Pump {
         }
     }
 
-    async fn settle(&self, now_ms: i64, settlements: Vec<Settlement>) {
-        let n = settlements.len();
-        if let Err(e) = self.port.settle(&self.instance, now_ms, settlements).await {
-            // The jobs keep their leases: they are delivered again after a restart or when
-            // the leases expire (at-least-once).
-            tracing::error!(queue = %self.instance.name, error = %e, jobs = n,
-                "recording delivery outcomes failed");
+    /// Record `settlements` in a task of its own; note when released retries fall due.
+    fn record(&self, w: &mut Work, settlements: Vec<Settlement>) {
+        if settlements.is_empty() {
+            return;
         }
+        for s in &settlements {
+            if let Outcome::RetryAt { due_ms, .. } = s.outcome {
+                w.next_due = Some(w.next_due.map_or(due_ms, |d| d.min(due_ms)));
+            }
+            if let Outcome::Failed { error } = &s.outcome {
+                tracing::debug!(queue = %self.instance.name, job = %s.id, %error, "job failed");
+            }
+        }
+        let (port, instance) = (Arc::clone(&self.port), Arc::clone(&self.instance));
+        let now_ms = self.delivery.clock.now_ms();
+        w.settling.spawn(async move {
+            let n = settlements.len();
+            match port.settle(&instance, now_ms, settlements).await {
+                Ok(_) => {}
+                // Destroyed meanwhile: there is nothing left to record.
+                Err(Error::NotFound(_)) => {}
+                // The jobs keep their leases: they are delivered again after a restart or
+                // when the leases expire (at-least-once).
+                Err(e) => tracing::error!(queue = %instance.name, error = %e, jobs = n,
+                    "recording delivery outcomes failed"),
+            }
+        });
     }
 }
