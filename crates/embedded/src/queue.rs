@@ -1,15 +1,21 @@
 //! The queue service on SQLite (`queue.db`): one table per instance.
 //!
 //! A row is a job. `status` is `READY` or `ERROR`; a READY job is claimable when `due_ms`
-//! has come. A claim sets `lease` (a random token) and moves `due_ms` to the lease's expiry,
-//! so a job whose claimer died becomes claimable again by itself; settling a claim checks
-//! the token. `(status, due_ms)` is indexed, so claiming reads only due jobs in due order.
+//! has come. `(status, due_ms)` is indexed, so claiming reads only due jobs in due order.
 //!
-//! This file is the only node using `queue.db` (the data directory is locked), so at
-//! start-up every lease belongs to a process that is gone: [`JobQueue::recover`] releases
-//! them all and jobs in flight at a crash are delivered again at once.
+//! # Leases live in memory
+//! This process is the only one using `queue.db` (the data directory is locked), so leases
+//! need not be shared with anyone: they are kept in memory, per queue, and a claim is a
+//! read, not a write. That keeps one `fsync` out of the way between an enqueue and its
+//! delivery. A restart forgets every lease, which is exactly right: the process that held
+//! them is gone, so jobs in flight at a crash are claimable again at once. The `attempts`
+//! column counts settled attempts; a claim's attempt number is recorded when it is settled.
 
-use std::path::Path;
+use std::{
+    collections::HashMap,
+    path::Path,
+    sync::{Mutex, MutexGuard},
+};
 
 use async_trait::async_trait;
 use quintet_core::{
@@ -41,6 +47,25 @@ const ERROR: &str = "ERROR";
 pub struct SqliteJobQueue {
     tables: TableLifecycle,
     ids: Arc<IdGenerator>,
+    leases: Arc<Mutex<HashMap<InstanceId, Arc<Mutex<Leases>>>>>,
+}
+
+/// The leases held on one queue's jobs, by job id.
+#[derive(Debug, Default)]
+struct Leases {
+    held: HashMap<String, Held>,
+}
+
+#[derive(Debug, Clone, Copy)]
+struct Held {
+    token: i64,
+    until_ms: i64,
+    attempt: u32,
+}
+
+fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
+    // The maps stay consistent whatever panicked while holding them.
+    m.lock().unwrap_or_else(|p| p.into_inner())
 }
 
 fn ddl(table: &str) -> String {
@@ -54,7 +79,6 @@ fn ddl(table: &str) -> String {
            error      TEXT, \
            idem       TEXT UNIQUE, \
            due_ms     INTEGER NOT NULL, \
-           lease      INTEGER, \
            created_ms INTEGER NOT NULL, \
            updated_ms INTEGER NOT NULL\
          ) STRICT; \
@@ -69,7 +93,12 @@ impl SqliteJobQueue {
         Ok(Self {
             tables: TableLifecycle::new(db, "q", ddl),
             ids: Arc::new(IdGenerator::new()),
+            leases: Arc::new(Mutex::new(HashMap::new())),
         })
+    }
+
+    fn leases(&self, id: InstanceId) -> Arc<Mutex<Leases>> {
+        Arc::clone(lock(&self.leases).entry(id).or_default())
     }
 
     fn db(&self) -> &SqliteDb {
@@ -117,7 +146,9 @@ impl Lifecycle for SqliteJobQueue {
     }
 
     async fn drop_instance(&self, instance: &Instance) -> Result<()> {
-        self.tables.drop(instance.id).await
+        self.tables.drop(instance.id).await?;
+        lock(&self.leases).remove(&instance.id);
+        Ok(())
     }
 
     async fn sweep(&self, live: &[InstanceId]) -> Result<usize> {
@@ -195,7 +226,7 @@ impl JobQueue for SqliteJobQueue {
                     .execute(
                         &format!(
                             "UPDATE \"{table}\" SET status = 'READY', attempts = 0, error = NULL, \
-                             lease = NULL, due_ms = ?2, updated_ms = ?2 \
+                             due_ms = ?2, updated_ms = ?2 \
                              WHERE id = ?1 AND status = 'ERROR'"
                         ),
                         params![id, now_ms],
@@ -225,19 +256,21 @@ impl JobQueue for SqliteJobQueue {
     async fn cancel(&self, instance: &Instance, id: &str) -> Result<()> {
         let table = self.table(instance);
         let name = instance.name.to_string();
-        let id = id.to_owned();
+        let job = id.to_owned();
         self.db()
             .write(move |c| {
                 let removed = c
-                    .execute(&format!("DELETE FROM \"{table}\" WHERE id = ?1"), [&id])
+                    .execute(&format!("DELETE FROM \"{table}\" WHERE id = ?1"), [&job])
                     .map_err(map_err(&name))?;
                 if removed == 0 {
-                    Err(job_missing(&id))
+                    Err(job_missing(&job))
                 } else {
                     Ok(())
                 }
             })
-            .await
+            .await?;
+        lock(&self.leases(instance.id)).held.remove(id);
+        Ok(())
     }
 
     async fn claim(
@@ -250,8 +283,22 @@ impl JobQueue for SqliteJobQueue {
         let table = self.table(instance);
         let name = instance.name.to_string();
         let tokens = random_tokens(max)?;
+        let leases = self.leases(instance.id);
         self.db()
-            .write(move |c| claim_jobs(c, &table, &name, now_ms, lease_until_ms, &tokens))
+            .read(move |c| {
+                // Held while reading, so concurrent claims of one queue never pick the same
+                // rows (one pump claims per queue, so this lock is not contended).
+                let mut leases = lock(&leases);
+                claim_jobs(
+                    c,
+                    &table,
+                    &name,
+                    &mut leases,
+                    now_ms,
+                    lease_until_ms,
+                    &tokens,
+                )
+            })
             .await
     }
 
@@ -261,45 +308,51 @@ impl JobQueue for SqliteJobQueue {
         now_ms: i64,
         settlements: Vec<Settlement>,
     ) -> Result<usize> {
-        if settlements.is_empty() {
+        let leases = self.leases(instance.id);
+        // Only settlements whose claim still holds the job count; take each one's attempt.
+        let current: Vec<(Settlement, u32)> = {
+            let held = lock(&leases);
+            settlements
+                .into_iter()
+                .filter_map(|s| {
+                    let h = held.held.get(&s.id).filter(|h| h.token == s.lease.0)?;
+                    Some((s, h.attempt))
+                })
+                .collect()
+        };
+        if current.is_empty() {
             return Ok(0);
         }
         let table = self.table(instance);
         let name = instance.name.to_string();
-        self.db()
-            .write(move |c| settle_jobs(c, &table, &name, now_ms, &settlements))
-            .await
+        let ops: Vec<(Settlement, u32)> = current
+            .iter()
+            .filter(|(s, _)| s.outcome != Outcome::Released)
+            .cloned()
+            .collect();
+        if !ops.is_empty() {
+            self.db()
+                .write(move |c| settle_jobs(c, &table, &name, now_ms, &ops))
+                .await?;
+        }
+        // Released only once the outcome is committed, so no claim in between can pick a
+        // job that is being removed or postponed.
+        let mut held = lock(&leases);
+        for (s, _) in &current {
+            if held.held.get(&s.id).is_some_and(|h| h.token == s.lease.0) {
+                held.held.remove(&s.id);
+            }
+        }
+        Ok(current.len())
     }
 
-    async fn recover(&self, now_ms: i64) -> Result<usize> {
-        self.db()
-            .write(move |c| {
-                let mut stmt = c
-                    .prepare(
-                        "SELECT name FROM sqlite_master WHERE type = 'table' AND name GLOB 'q[0-9]*' \
-                         AND name NOT GLOB '*_*'",
-                    )
-                    .map_err(sql_error)?;
-                let tables = stmt
-                    .query_map([], |r| r.get::<_, String>(0))
-                    .map_err(sql_error)?
-                    .collect::<rusqlite::Result<Vec<String>>>()
-                    .map_err(sql_error)?;
-                let mut released = 0;
-                for table in tables {
-                    released += c
-                        .execute(
-                            &format!(
-                                "UPDATE \"{table}\" SET lease = NULL, due_ms = min(due_ms, ?1) \
-                                 WHERE lease IS NOT NULL"
-                            ),
-                            [now_ms],
-                        )
-                        .map_err(sql_error)?;
-                }
-                Ok(released)
-            })
-            .await
+    async fn recover(&self, _now_ms: i64) -> Result<usize> {
+        // Leases live in this process only: a new process starts with none, so every job a
+        // dead process had claimed is claimable already.
+        let mut all = lock(&self.leases);
+        let released = all.values().map(|l| lock(l).held.len()).sum();
+        all.clear();
+        Ok(released)
     }
 }
 
@@ -307,53 +360,80 @@ fn claim_jobs(
     c: &Connection,
     table: &str,
     name: &str,
+    leases: &mut Leases,
     now_ms: i64,
     lease_until_ms: i64,
     tokens: &[i64],
 ) -> Result<Claim> {
     let max = tokens.len();
-    let mut jobs = Vec::with_capacity(max);
-    if max > 0 {
-        let mut pick = c
-            .prepare_cached(&format!(
-                "SELECT seq, id, job, attempts FROM \"{table}\" \
-                 WHERE status = 'READY' AND due_ms <= ?1 ORDER BY due_ms, seq LIMIT ?2"
-            ))
-            .map_err(map_err(name))?;
-        let due: Vec<(i64, String, String, u32)> = pick
-            .query_map(params![now_ms, max as i64], |r| {
-                Ok((r.get(0)?, r.get(1)?, r.get(2)?, r.get(3)?))
-            })
-            .map_err(map_err(name))?
-            .collect::<rusqlite::Result<_>>()
-            .map_err(sql_error)?;
-        let mut lease = c
-            .prepare_cached(&format!(
-                "UPDATE \"{table}\" SET lease = ?2, due_ms = ?3, attempts = attempts + 1, \
-                 updated_ms = ?4 WHERE seq = ?1"
-            ))
-            .map_err(map_err(name))?;
-        for ((seq, id, body, attempts), token) in due.into_iter().zip(tokens) {
-            lease
-                .execute(params![seq, token, lease_until_ms, now_ms])
-                .map_err(sql_error)?;
-            jobs.push(ClaimedJob {
-                id,
-                body,
-                attempt: attempts.saturating_add(1),
-                lease: LeaseToken(*token),
-            });
-        }
-    }
-    // Unclaimed jobs (due later, or due now beyond `max`) and leases held elsewhere, whose
-    // expiry makes their job claimable again; not the leases this claim just took.
-    let next_due_ms: Option<i64> = c
+    let valid = |h: &Held| h.until_ms > now_ms;
+    let held_now = leases.held.values().filter(|h| valid(h)).count();
+    // Enough due rows to find `max` unheld ones past the held ones, and one more to tell
+    // whether any are left.
+    let mut pick = c
         .prepare_cached(&format!(
-            "SELECT min(due_ms) FROM \"{table}\" WHERE status = 'READY' \
-             AND (lease IS NULL OR due_ms <> ?1)"
+            "SELECT id, job, attempts FROM \"{table}\" \
+             WHERE status = 'READY' AND due_ms <= ?1 ORDER BY due_ms, seq LIMIT ?2"
         ))
-        .and_then(|mut s| s.query_row([lease_until_ms], |r| r.get(0)))
         .map_err(map_err(name))?;
+    let rows: Vec<(String, String, u32)> = pick
+        .query_map(params![now_ms, (max + held_now + 1) as i64], |r| {
+            Ok((r.get(0)?, r.get(1)?, r.get(2)?))
+        })
+        .map_err(map_err(name))?
+        .collect::<rusqlite::Result<_>>()
+        .map_err(sql_error)?;
+    let mut jobs = Vec::with_capacity(max);
+    let mut more_due = false;
+    for (id, body, attempts) in rows {
+        let previous = leases.held.get(&id).copied();
+        if previous.is_some_and(|h| valid(&h)) {
+            continue;
+        }
+        let Some(token) = tokens.get(jobs.len()) else {
+            more_due = true;
+            break;
+        };
+        // A lease that expired unsettled may have been sent: it counts as an attempt.
+        let attempt = previous
+            .map_or(attempts, |h| h.attempt.max(attempts))
+            .saturating_add(1);
+        leases.held.insert(
+            id.clone(),
+            Held {
+                token: *token,
+                until_ms: lease_until_ms,
+                attempt,
+            },
+        );
+        jobs.push(ClaimedJob {
+            id,
+            body,
+            attempt,
+            lease: LeaseToken(*token),
+        });
+    }
+    let next_due_ms = if more_due {
+        Some(now_ms)
+    } else {
+        let later: Option<i64> = c
+            .prepare_cached(&format!(
+                "SELECT min(due_ms) FROM \"{table}\" WHERE status = 'READY' AND due_ms > ?1"
+            ))
+            .and_then(|mut s| s.query_row([now_ms], |r| r.get(0)))
+            .map_err(map_err(name))?;
+        // Leases held by earlier claims make their jobs claimable when they expire.
+        let expiry = leases
+            .held
+            .values()
+            .filter(|h| valid(h) && h.until_ms != lease_until_ms)
+            .map(|h| h.until_ms)
+            .min();
+        match (later, expiry) {
+            (Some(a), Some(b)) => Some(a.min(b)),
+            (a, b) => a.or(b),
+        }
+    };
     Ok(Claim { jobs, next_due_ms })
 }
 
@@ -362,39 +442,30 @@ fn settle_jobs(
     table: &str,
     name: &str,
     now_ms: i64,
-    settlements: &[Settlement],
-) -> Result<usize> {
-    let mut applied = 0;
-    for s in settlements {
-        let changed = match &s.outcome {
+    settlements: &[(Settlement, u32)],
+) -> Result<()> {
+    for (s, attempt) in settlements {
+        match &s.outcome {
             Outcome::Delivered => c
-                .prepare_cached(&format!(
-                    "DELETE FROM \"{table}\" WHERE id = ?1 AND lease = ?2"
-                ))
-                .and_then(|mut st| st.execute(params![s.id, s.lease.0])),
+                .prepare_cached(&format!("DELETE FROM \"{table}\" WHERE id = ?1"))
+                .and_then(|mut st| st.execute(params![s.id])),
             Outcome::Failed { error } => c
                 .prepare_cached(&format!(
-                    "UPDATE \"{table}\" SET status = 'ERROR', error = ?3, lease = NULL, \
-                     updated_ms = ?4 WHERE id = ?1 AND lease = ?2"
+                    "UPDATE \"{table}\" SET status = 'ERROR', error = ?2, attempts = ?3, \
+                     updated_ms = ?4 WHERE id = ?1"
                 ))
-                .and_then(|mut st| st.execute(params![s.id, s.lease.0, error, now_ms])),
-            Outcome::Released => c
-                .prepare_cached(&format!(
-                    "UPDATE \"{table}\" SET lease = NULL, due_ms = ?3, \
-                     attempts = max(attempts - 1, 0) WHERE id = ?1 AND lease = ?2"
-                ))
-                .and_then(|mut st| st.execute(params![s.id, s.lease.0, now_ms])),
+                .and_then(|mut st| st.execute(params![s.id, error, attempt, now_ms])),
             Outcome::RetryAt { due_ms, error } => c
                 .prepare_cached(&format!(
-                    "UPDATE \"{table}\" SET lease = NULL, due_ms = ?3, error = ?4, \
-                     updated_ms = ?5 WHERE id = ?1 AND lease = ?2"
+                    "UPDATE \"{table}\" SET due_ms = ?2, error = ?3, attempts = ?4, \
+                     updated_ms = ?5 WHERE id = ?1"
                 ))
-                .and_then(|mut st| st.execute(params![s.id, s.lease.0, due_ms, error, now_ms])),
+                .and_then(|mut st| st.execute(params![s.id, due_ms, error, attempt, now_ms])),
+            Outcome::Released => Ok(0),
         }
         .map_err(map_err(name))?;
-        applied += changed;
     }
-    Ok(applied)
+    Ok(())
 }
 
 fn list_jobs(c: &Connection, table: &str, name: &str, q: &ListJobs) -> Result<Vec<JobRecord>> {
@@ -471,38 +542,66 @@ mod tests {
     }
 
     #[tokio::test]
-    async fn recover_releases_every_lease_of_a_dead_process() {
+    async fn a_new_process_can_claim_what_a_dead_one_held() {
         let dir = tempfile::tempdir().unwrap();
         let path = dir.path().join("queue.db");
         let q = SqliteJobQueue::open(&path).unwrap();
-        let (a, b) = (instance(1), instance(2));
-        for inst in [&a, &b] {
-            q.create_instance(inst).await.unwrap();
-            q.enqueue(inst, &body(r#"{"n":1}"#), None, 1_000)
-                .await
-                .unwrap();
-        }
+        let a = instance(1);
+        q.create_instance(&a).await.unwrap();
+        q.enqueue(&a, &body(r#"{"n":1}"#), None, 1_000)
+            .await
+            .unwrap();
         assert_eq!(
             q.claim(&a, 1_000, 1_000_000, 5).await.unwrap().jobs.len(),
             1
         );
-        assert_eq!(
-            q.claim(&b, 1_000, 1_000_000, 5).await.unwrap().jobs.len(),
-            1
+        assert!(
+            q.claim(&a, 2_000, 1_000_000, 5)
+                .await
+                .unwrap()
+                .jobs
+                .is_empty()
         );
+        assert_eq!(q.recover(2_000).await.unwrap(), 1);
         q.close().await.unwrap();
 
-        // "Restart": the leases would hold until 1_000_000; recover frees them now.
+        // "Restart": the lease would hold until 1_000_000, but it died with the process.
         let q = SqliteJobQueue::open(&path).unwrap();
-        assert!(q.claim(&a, 2_000, 3_000, 5).await.unwrap().jobs.is_empty());
-        assert_eq!(q.recover(2_000).await.unwrap(), 2);
-        for inst in [&a, &b] {
-            let again = q.claim(inst, 2_000, 3_000, 5).await.unwrap();
-            assert_eq!(again.jobs.len(), 1);
-            assert_eq!(again.jobs[0].attempt, 2);
-        }
-        assert_eq!(q.recover(2_000).await.unwrap(), 2);
+        assert_eq!(q.recover(2_000).await.unwrap(), 0);
+        let again = q.claim(&a, 2_000, 3_000, 5).await.unwrap();
+        assert_eq!(again.jobs.len(), 1);
         q.close().await.unwrap();
+    }
+
+    #[tokio::test]
+    async fn a_claim_is_a_read_and_settling_records_the_attempt() {
+        let dir = tempfile::tempdir().unwrap();
+        let q = SqliteJobQueue::open(&dir.path().join("queue.db")).unwrap();
+        let a = instance(3);
+        q.create_instance(&a).await.unwrap();
+        q.enqueue(&a, &body(r#"{"n":1}"#), None, 0).await.unwrap();
+        let job = q.claim(&a, 0, 100, 1).await.unwrap().jobs.remove(0);
+        let listed = q
+            .list(&a, &ListJobs::status(JobStatus::Ready))
+            .await
+            .unwrap();
+        assert_eq!(listed[0].attempts, 0, "not recorded until settled");
+        let out = Outcome::RetryAt {
+            due_ms: 50,
+            error: "e".into(),
+        };
+        let settlement = Settlement {
+            id: job.id,
+            lease: job.lease,
+            outcome: out,
+        };
+        assert_eq!(q.settle(&a, 10, vec![settlement.clone()]).await.unwrap(), 1);
+        assert_eq!(q.settle(&a, 10, vec![settlement]).await.unwrap(), 0, "once");
+        let listed = q
+            .list(&a, &ListJobs::status(JobStatus::Ready))
+            .await
+            .unwrap();
+        assert_eq!(listed[0].attempts, 1);
     }
 
     #[tokio::test]

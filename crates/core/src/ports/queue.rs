@@ -282,7 +282,8 @@ pub struct JobRecord {
     pub status: JobStatus,
     /// The payload as delivered.
     pub job: RawJson,
-    /// Delivery attempts since it was enqueued or last retried.
+    /// Delivery attempts since it was enqueued or last retried (see the contract for one in
+    /// flight).
     pub attempts: u32,
     /// The worker's answer or the delivery error: of the failure that made it ERROR, or of
     /// the last failed attempt of a READY job waiting to be retried.
@@ -361,11 +362,14 @@ pub struct Settlement {
 ///   ERROR) in the same queue; once that job is gone the key is free again.
 /// - Jobs are READY or ERROR. A READY job is claimable when its due time has come; enqueue
 ///   and retry make it due at once.
-/// - `claim(now, lease_until, max)` takes up to `max` claimable jobs, oldest due first,
-///   counts an attempt on each, and makes each unclaimable until `lease_until` (the lease).
-///   Claimed jobs stay READY for listing. When a lease expires without being settled (the
-///   node died), the job is claimable again: delivery is at-least-once. Concurrent claims
-///   (from several nodes) never return the same job while its lease holds.
+/// - `claim(now, lease_until, max)` takes up to `max` claimable jobs, oldest due first, and
+///   makes each unclaimable until `lease_until` (the lease). Each claimed job carries its
+///   attempt number: one more than its recorded attempts, counting a claim whose lease
+///   expired unsettled as an attempt. Claimed jobs stay READY for listing; whether their
+///   attempt in flight already shows in `attempts` is the adapter's choice, once settled it
+///   does. When a lease expires without being settled (the node died), the job is claimable
+///   again: delivery is at-least-once. Concurrent claims (from several nodes) never return
+///   the same job while its lease holds.
 /// - `settle` applies each outcome only if the job still carries that claim's lease token;
 ///   otherwise (cancelled, retried, or re-claimed after expiry) the settlement is ignored.
 ///   `Delivered` removes the job; `Failed` makes it ERROR with the error; `RetryAt` releases
@@ -378,9 +382,10 @@ pub struct Settlement {
 ///   settlement is then ignored); [`Error::NotFound`] for an unknown job.
 /// - `list` answers jobs oldest enqueued first.
 /// - `recover` releases leases that the adapter knows no live node holds. An adapter whose
-///   store only one node can open (the embedded one locks its data directory) releases every
-///   lease, so jobs in flight at a crash are delivered again at once; an adapter shared by
-///   nodes releases none and lets leases expire. It is called once at start-up.
+///   store only one node can open (the embedded one locks its data directory, and keeps
+///   leases in memory) has none left from a crash, so jobs in flight then are delivered
+///   again at once; an adapter shared by nodes releases none and lets leases expire. It is
+///   called once at start-up.
 /// - Operations on a queue whose storage was dropped fail with [`Error::NotFound`].
 /// - Times are milliseconds since the epoch, given by the caller's clock.
 #[async_trait]

@@ -52,6 +52,8 @@ pub(super) struct Pump {
     pub instance: Arc<Instance>,
     pub delivery: Arc<Delivery>,
     pub concurrency: usize,
+    /// Look for jobs this often when idle, if set (see `Settings::idle_poll`).
+    pub idle_poll_ms: Option<i64>,
     pub wake: Arc<Notify>,
     pub mode: watch::Receiver<Mode>,
 }
@@ -159,8 +161,9 @@ impl Pump {
             let idle_with_room = mode == Mode::Run && w.claiming.is_none() && self.room(&w) > 0;
             let sleep_ms = w
                 .next_due
-                .filter(|_| idle_with_room)
-                .map(|due| (due - clock.now_ms()).clamp(0, MAX_SLEEP_MS));
+                .map(|due| (due - clock.now_ms()).clamp(0, MAX_SLEEP_MS))
+                .or(self.idle_poll_ms)
+                .filter(|_| idle_with_room);
             let sleep = tokio::time::sleep(Duration::from_millis(
                 sleep_ms.and_then(|ms| u64::try_from(ms).ok()).unwrap_or(0),
             ));
