@@ -152,7 +152,9 @@ impl Lifecycle for SqliteJobQueue {
     }
 
     async fn sweep(&self, live: &[InstanceId]) -> Result<usize> {
-        self.tables.sweep(live).await
+        let removed = self.tables.sweep(live).await?;
+        lock(&self.leases).retain(|id, _| live.contains(id));
+        Ok(removed)
     }
 
     async fn close(&self) -> Result<()> {

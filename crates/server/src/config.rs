@@ -56,7 +56,6 @@ impl Config {
             deny_private: self.queue_deny_private,
             backoff_base: self.queue_backoff,
             shutdown_timeout: self.shutdown_timeout,
-            idle_poll: None,
         }
     }
 }

@@ -52,10 +52,6 @@ pub struct Settings {
     pub backoff_base: Duration,
     /// How long deliveries in flight may finish after a shutdown signal.
     pub shutdown_timeout: Duration,
-    /// How often an idle queue looks for jobs it was not woken for. `None` when this node
-    /// sees every enqueue (the embedded store); a node sharing its queue store with others
-    /// sets it, unless the store wakes it (e.g. PostgreSQL `LISTEN/NOTIFY`).
-    pub idle_poll: Option<Duration>,
 }
 
 /// Delivers the jobs of every queue; see the module documentation.
@@ -193,10 +189,6 @@ impl Dispatcher {
             instance: Arc::clone(queue),
             delivery: Arc::new(delivery),
             concurrency: usize::try_from(config.concurrency).unwrap_or(1).max(1),
-            idle_poll_ms: self
-                .settings
-                .idle_poll
-                .map(|d| i64::try_from(d.as_millis()).unwrap_or(i64::MAX)),
             wake: Arc::clone(&wake),
             mode: mode_rx,
         };

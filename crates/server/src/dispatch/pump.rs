@@ -2,10 +2,9 @@
 //! concurrency, records the outcomes, and sleeps until something happens (an enqueue, a
 //! delivery finishing, a retry falling due, or a change of mode).
 //!
-//! Claims run ahead of the deliveries: the pump keeps up to `concurrency` claimed jobs in a
-//! local buffer and refills it while deliveries are under way, so a free delivery slot
-//! never waits for the store's commit. Recording outcomes is not awaited either: it shares
-//! the store's commits with the next claim.
+//! Claiming and recording run beside the deliveries, never in their way: a claim is its own
+//! task (the pump goes on collecting finished deliveries meanwhile), and recording outcomes
+//! is not awaited, so it shares the store's commits with other writes.
 //!
 //! Each queue has its own pump and its own delivery slots, so a slow or dead worker only
 //! ever occupies its own queue's slots.
@@ -52,8 +51,6 @@ pub(super) struct Pump {
     pub instance: Arc<Instance>,
     pub delivery: Arc<Delivery>,
     pub concurrency: usize,
-    /// Look for jobs this often when idle, if set (see `Settings::idle_poll`).
-    pub idle_poll_ms: Option<i64>,
     pub wake: Arc<Notify>,
     pub mode: watch::Receiver<Mode>,
 }
@@ -62,7 +59,8 @@ pub(super) struct Pump {
 struct Work {
     /// Deliveries in flight.
     inflight: JoinSet<Settlement>,
-    /// Claimed jobs waiting for a delivery slot.
+    /// Claimed jobs waiting for a delivery slot (only between a claim and its start, or
+    /// while draining).
     buffer: VecDeque<ClaimedJob>,
     /// The claim under way, if any, and how many jobs it asked for.
     claiming: Option<ClaimTask>,
@@ -162,7 +160,6 @@ impl Pump {
             let sleep_ms = w
                 .next_due
                 .map(|due| (due - clock.now_ms()).clamp(0, MAX_SLEEP_MS))
-                .or(self.idle_poll_ms)
                 .filter(|_| idle_with_room);
             let sleep = tokio::time::sleep(Duration::from_millis(
                 sleep_ms.and_then(|ms| u64::try_from(ms).ok()).unwrap_or(0),
@@ -195,13 +192,12 @@ impl Pump {
         }
     }
 
-    /// How many more jobs a claim may take: the buffer is refilled once it is down to half
-    /// the concurrency, up to the concurrency, so claims are batches, not single jobs.
+    /// How many more jobs a claim may take: one per free delivery slot. Jobs are not
+    /// claimed ahead of a free slot, so a job cancelled while others are being delivered is
+    /// never sent afterwards.
     fn room(&self, w: &Work) -> usize {
-        if w.buffer.len() > self.concurrency / 2 {
-            return 0;
-        }
-        (2 * self.concurrency).saturating_sub(w.inflight.len() + w.buffer.len())
+        self.concurrency
+            .saturating_sub(w.inflight.len() + w.buffer.len())
     }
 
     fn start_deliveries(&self, w: &mut Work) {

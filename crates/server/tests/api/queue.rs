@@ -232,6 +232,31 @@ async fn listing_needs_a_valid_status() {
 }
 
 #[tokio::test]
+async fn lists_page_with_limit_and_after() {
+    let s = TestServer::start().await;
+    let w = Worker::start(Answer::Hang).await;
+    s.create(
+        "queue",
+        "q",
+        Some(json!({"target": w.url(), "concurrency": 1})),
+    )
+    .await;
+    let mut ids = Vec::new();
+    for n in 0..5 {
+        ids.push(enqueue(&s, "q", json!({"n": n})).await);
+    }
+    assert_eq!(
+        jobs(&s, "/queue/q?status=READY&limit=2").await,
+        vec![json!({"n": 0}), json!({"n": 1})]
+    );
+    let page = jobs(&s, &format!("/queue/q/_jobs?limit=2&after={}", ids[1])).await;
+    let page: Vec<&str> = page.iter().map(|r| r["id"].as_str().unwrap()).collect();
+    assert_eq!(page, [ids[2].as_str(), ids[3].as_str()]);
+    let rest = jobs(&s, &format!("/queue/q?status=READY&after={}", ids[3])).await;
+    assert_eq!(rest, vec![json!({"n": 4})]);
+}
+
+#[tokio::test]
 async fn a_failing_worker_puts_the_job_in_error_with_its_answer() {
     let s = TestServer::start().await;
     let w = Worker::start(Answer::Status(422, "bad payload: no \"to\"".into())).await;
@@ -341,6 +366,28 @@ async fn retry_and_cancel_answer_for_unknown_and_ready_jobs() {
     s.post(&format!("/queue/q/{busy}/_cancel"), json!({}))
         .await
         .expect(404);
+}
+
+#[tokio::test]
+async fn a_job_cancelled_while_others_are_delivered_is_never_sent() {
+    let s = TestServer::start().await;
+    let w = Worker::start(Answer::After(Duration::from_millis(400), 200)).await;
+    s.create("queue", "q", Some(json!({"target": w.url(), "concurrency": 1})))
+        .await;
+    let first = enqueue(&s, "q", json!({"n": 1})).await;
+    let second = enqueue(&s, "q", json!({"n": 2})).await;
+    w.wait_for(1).await;
+    s.post(&format!("/queue/q/{second}/_cancel"), json!({}))
+        .await
+        .expect(200);
+    until_empty(&s, "q").await;
+    tokio::time::sleep(Duration::from_millis(600)).await;
+    let sent: Vec<String> = w
+        .received()
+        .iter()
+        .map(|r| r.header("x-svc-job-id").unwrap().to_owned())
+        .collect();
+    assert_eq!(sent, vec![first]);
 }
 
 #[tokio::test]
