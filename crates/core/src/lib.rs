@@ -10,7 +10,10 @@
 //! - [`ports`]: [`ports::Lifecycle`] plus one trait per service and the registry.
 //! - [`clock`], [`id`], [`json`], [`hmac`]: time, identifiers, guards for untrusted JSON and
 //!   the signing primitive.
+//! - [`accounts`], [`keys`], [`jwt`]: accounts and plans, access keys and connection
+//!   strings, and the HS256 tokens clients sign with them.
 
+pub mod accounts;
 pub mod clock;
 #[cfg(feature = "conformance")]
 pub mod conformance;
@@ -19,6 +22,8 @@ pub mod hmac;
 pub mod id;
 pub mod instance;
 pub mod json;
+pub mod jwt;
+pub mod keys;
 pub mod names;
 pub mod ports;
 

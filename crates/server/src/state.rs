@@ -3,11 +3,11 @@
 use std::sync::Arc;
 
 use quintet_core::{
-    Result, ServiceType,
+    Clock, Result, ServiceType, SystemClock,
     ports::{Lifecycle, registry::Registry},
 };
 
-use crate::{config::Config, instances::Instances, metrics::Metrics};
+use crate::{auth::Auth, config::Config, instances::Instances, metrics::Metrics};
 
 /// One adapter per port, chosen by the binary.
 #[derive(Debug, Clone)]
@@ -84,17 +84,31 @@ pub struct AppState {
     pub config: Arc<Config>,
     /// Request counters.
     pub metrics: Arc<Metrics>,
+    /// Credentials: the admin token, the domain auth mode, access keys.
+    pub auth: Arc<Auth>,
 }
 
 impl AppState {
-    /// State over `services` with `config`.
+    /// State over `services` with `config`, on the system clock.
     pub fn new(services: Services, config: Config) -> Self {
+        Self::with_clock(services, config, Arc::new(SystemClock))
+    }
+
+    /// State over `services` with `config`, reading time from `clock`.
+    pub fn with_clock(services: Services, config: Config, clock: Arc<dyn Clock>) -> Self {
         let services = Arc::new(services);
+        let auth = Auth::new(
+            config.domain_auth.clone(),
+            config.admin_token.clone(),
+            Arc::clone(&services.registry),
+            clock,
+        );
         Self {
             instances: Arc::new(Instances::new(Arc::clone(&services))),
             services,
             config: Arc::new(config),
             metrics: Arc::new(Metrics::default()),
+            auth: Arc::new(auth),
         }
     }
 }

@@ -3,5 +3,9 @@
 
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
 
+mod admin;
+mod auth;
 mod http;
+mod hyper_connect;
 mod lifecycle;
+mod tls;
