@@ -67,7 +67,11 @@ fn unauthenticated(msg: impl Into<String>) -> Error {
 }
 
 fn decode_json_object(part: &str, what: &str) -> Result<Map<String, Value>> {
-    let bad = || unauthenticated(format!("the access token's {what} is not a base64url-encoded JSON object"));
+    let bad = || {
+        unauthenticated(format!(
+            "the access token's {what} is not a base64url-encoded JSON object"
+        ))
+    };
     let bytes = URL_SAFE_NO_PAD.decode(part).map_err(|_| bad())?;
     match serde_json::from_slice::<Value>(&bytes) {
         Ok(Value::Object(map)) => Ok(map),
@@ -255,8 +259,14 @@ mod tests {
 
     #[test]
     fn other_algorithms_are_refused_whatever_the_signature() {
-        for alg in ["none", "HS384", "HS512", "RS256", "ES256", "PS256", "EdDSA", "hs256", ""] {
-            let t = sign(b"s", &json!({"alg": alg}), &json!({"sub": "k", "exp": NOW_S + 60}));
+        for alg in [
+            "none", "HS384", "HS512", "RS256", "ES256", "PS256", "EdDSA", "hs256", "",
+        ] {
+            let t = sign(
+                b"s",
+                &json!({"alg": alg}),
+                &json!({"sub": "k", "exp": NOW_S + 60}),
+            );
             assert!(msg(check(&t, b"s")).contains("accepts only HS256"), "{alg}");
         }
         // The classic `none` token has an empty signature.
@@ -272,8 +282,13 @@ mod tests {
     #[test]
     fn the_key_is_never_taken_from_the_header() {
         // A token that carries its own key (jwk, kid) still verifies only with our secret.
-        let header = json!({"alg": "HS256", "kid": "other", "jwk": {"kty": "oct", "k": "YXR0YWNrZXI"}});
-        let t = sign(b"attacker", &header, &json!({"sub": "k", "exp": NOW_S + 60}));
+        let header =
+            json!({"alg": "HS256", "kid": "other", "jwk": {"kty": "oct", "k": "YXR0YWNrZXI"}});
+        let t = sign(
+            b"attacker",
+            &header,
+            &json!({"sub": "k", "exp": NOW_S + 60}),
+        );
         assert!(msg(check(&t, b"s")).contains("signature is not valid"));
         let good = sign(b"s", &header, &json!({"sub": "k", "exp": NOW_S + 60}));
         assert!(check(&good, b"s").is_ok());
@@ -281,7 +296,11 @@ mod tests {
 
     #[test]
     fn crit_headers_are_refused() {
-        let t = sign(b"s", &json!({"alg": "HS256", "crit": ["b64"], "b64": false}), &json!({"exp": NOW_S + 60}));
+        let t = sign(
+            b"s",
+            &json!({"alg": "HS256", "crit": ["b64"], "b64": false}),
+            &json!({"exp": NOW_S + 60}),
+        );
         assert!(msg(check(&t, b"s")).contains("crit"));
     }
 
@@ -308,7 +327,10 @@ mod tests {
 
     #[test]
     fn nbf_and_iat_are_honoured_with_leeway() {
-        let ok = sign_hs256(b"s", &json!({"exp": NOW_S + 600, "nbf": NOW_S + 60, "iat": NOW_S + 60}));
+        let ok = sign_hs256(
+            b"s",
+            &json!({"exp": NOW_S + 600, "nbf": NOW_S + 60, "iat": NOW_S + 60}),
+        );
         assert!(check(&ok, b"s").is_ok());
         let early = sign_hs256(b"s", &json!({"exp": NOW_S + 600, "nbf": NOW_S + 61}));
         assert!(msg(check(&early, b"s")).contains("not valid before"));
@@ -320,9 +342,18 @@ mod tests {
     fn claims_of_the_wrong_type_are_refused() {
         for (claims, needle) in [
             (json!({"exp": "tomorrow"}), "exp claim must be a number"),
-            (json!({"exp": NOW_S + 60, "nbf": true}), "nbf claim must be a number"),
-            (json!({"exp": NOW_S + 60, "iat": null}), "iat claim must be a number"),
-            (json!({"exp": NOW_S + 60, "sub": 7}), "sub claim must be a string"),
+            (
+                json!({"exp": NOW_S + 60, "nbf": true}),
+                "nbf claim must be a number",
+            ),
+            (
+                json!({"exp": NOW_S + 60, "iat": null}),
+                "iat claim must be a number",
+            ),
+            (
+                json!({"exp": NOW_S + 60, "sub": 7}),
+                "sub claim must be a string",
+            ),
         ] {
             let t = sign_hs256(b"s", &claims);
             assert!(msg(check(&t, b"s")).contains(needle), "{claims}");
@@ -339,7 +370,10 @@ mod tests {
             ("a.b", "three base64url parts"),
             (&*format!("{good}.x"), "three base64url parts"),
             ("!!.e30.", "header is not a base64url-encoded JSON object"),
-            (&*format!("{}.{rest}", URL_SAFE_NO_PAD.encode("[1]")), "header is not"),
+            (
+                &*format!("{}.{rest}", URL_SAFE_NO_PAD.encode("[1]")),
+                "header is not",
+            ),
             (&*format!("{head}.bm90IGpzb24.sig"), "payload is not"),
             (&*format!("{head}=.{rest}"), "header is not"),
             (&*format!("{good}="), "signature is not base64url"),
@@ -353,7 +387,11 @@ mod tests {
 
     #[test]
     fn untrusted_alg_values_are_shortened_in_messages() {
-        let t = sign(b"s", &json!({"alg": "X".repeat(500)}), &json!({"exp": NOW_S + 60}));
+        let t = sign(
+            b"s",
+            &json!({"alg": "X".repeat(500)}),
+            &json!({"exp": NOW_S + 60}),
+        );
         assert!(msg(check(&t, b"s")).len() < 120);
     }
 

@@ -175,7 +175,9 @@ impl ConnectionString {
         let authority = rest.split(['/', '?', '#']).next().unwrap_or_default();
         let host = authority.rsplit('@').next().unwrap_or_default();
         if host.is_empty() {
-            return Err(Error::internal(format!("base URL {base_url:?} has no host")));
+            return Err(Error::internal(format!(
+                "base URL {base_url:?} has no host"
+            )));
         }
         Ok(Self {
             key: key.key.clone(),
@@ -212,10 +214,16 @@ impl FromStr for ConnectionString {
         if url.scheme() != "cloud" {
             return Err(bad("the scheme must be cloud"));
         }
-        let key: KeyId = url.username().parse().map_err(|_| bad("missing or invalid key"))?;
+        let key: KeyId = url
+            .username()
+            .parse()
+            .map_err(|_| bad("missing or invalid key"))?;
         let secret = url.password().filter(|p| !p.is_empty() && url_safe(p));
         let secret = Secret::from_stored(secret.ok_or_else(|| bad("missing or invalid secret"))?);
-        let host = url.host_str().filter(|h| !h.is_empty()).ok_or_else(|| bad("no host"))?;
+        let host = url
+            .host_str()
+            .filter(|h| !h.is_empty())
+            .ok_or_else(|| bad("no host"))?;
         let host = match url.port() {
             Some(port) => format!("{host}:{port}"),
             None => host.to_owned(),
@@ -251,7 +259,10 @@ mod tests {
         assert!(url_safe(k.key.as_str()));
         assert_eq!(k.secret.expose().len(), 43); // 32 bytes, unpadded base64url
         assert!(url_safe(k.secret.expose()));
-        assert_ne!(k.secret, AccessKey::generate(&app("shop"), 5).unwrap().secret);
+        assert_ne!(
+            k.secret,
+            AccessKey::generate(&app("shop"), 5).unwrap().secret
+        );
         assert!(k.key.as_str().parse::<KeyId>().is_ok());
     }
 
@@ -284,9 +295,18 @@ mod tests {
         k.key = "qk_1".parse().unwrap();
         k.secret = Secret::from_stored("s3cr3t");
         for (base, expected) in [
-            ("https://q.example.com", "cloud://qk_1:s3cr3t@q.example.com/shop"),
-            ("http://127.0.0.1:6363", "cloud://qk_1:s3cr3t@127.0.0.1:6363/shop"),
-            ("https://q.example.com:8443/prefix/", "cloud://qk_1:s3cr3t@q.example.com:8443/shop"),
+            (
+                "https://q.example.com",
+                "cloud://qk_1:s3cr3t@q.example.com/shop",
+            ),
+            (
+                "http://127.0.0.1:6363",
+                "cloud://qk_1:s3cr3t@127.0.0.1:6363/shop",
+            ),
+            (
+                "https://q.example.com:8443/prefix/",
+                "cloud://qk_1:s3cr3t@q.example.com:8443/shop",
+            ),
             ("http://[::1]:6363", "cloud://qk_1:s3cr3t@[::1]:6363/shop"),
         ] {
             let cs = ConnectionString::new(base, &k).unwrap();

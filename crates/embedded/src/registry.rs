@@ -206,9 +206,7 @@ fn get_key(conn: &Connection, key: &str) -> Result<Option<AccessKey>> {
         .transpose()
 }
 
-fn collect<T>(
-    rows: impl Iterator<Item = rusqlite::Result<Result<T>>>,
-) -> Result<Vec<T>> {
+fn collect<T>(rows: impl Iterator<Item = rusqlite::Result<Result<T>>>) -> Result<Vec<T>> {
     let mut out = Vec::new();
     for row in rows {
         out.push(row.map_err(sql_error)??);
@@ -362,7 +360,9 @@ impl Registry for SqliteRegistry {
                 let mut stmt = conn
                     .prepare_cached(&format!("{ACCOUNT_USAGE} ORDER BY a.name"))
                     .map_err(sql_error)?;
-                let rows = stmt.query_map([], account_usage_from_row).map_err(sql_error)?;
+                let rows = stmt
+                    .query_map([], account_usage_from_row)
+                    .map_err(sql_error)?;
                 collect(rows)
             })
             .await
@@ -372,7 +372,8 @@ impl Registry for SqliteRegistry {
         let name = name.clone();
         self.db
             .write(move |conn| {
-                let usage = get_account(conn, name.as_str())?.ok_or_else(|| account_missing(&name))?;
+                let usage =
+                    get_account(conn, name.as_str())?.ok_or_else(|| account_missing(&name))?;
                 plan.check_downgrade(&name, usage.apps)?;
                 conn.prepare_cached("UPDATE accounts SET plan = ?2 WHERE name = ?1")
                     .and_then(|mut s| s.execute(params![name.as_str(), plan.as_str()]))
@@ -392,8 +393,8 @@ impl Registry for SqliteRegistry {
             .write(move |conn| {
                 // Count and insert in one transaction of the single writer: concurrent
                 // creations cannot both see room for one more.
-                let usage =
-                    get_account(conn, account.as_str())?.ok_or_else(|| account_missing(&account))?;
+                let usage = get_account(conn, account.as_str())?
+                    .ok_or_else(|| account_missing(&account))?;
                 if get_app(conn, name.as_str())?.is_some() {
                     return Err(Error::conflict(format!(
                         "application \"{name}\" already exists; application names are unique \
@@ -404,9 +405,7 @@ impl Registry for SqliteRegistry {
                 conn.prepare_cached(
                     "INSERT INTO apps (name, account, created_ms) VALUES (?1, ?2, ?3)",
                 )
-                .and_then(|mut s| {
-                    s.execute(params![name.as_str(), account.as_str(), created_ms])
-                })
+                .and_then(|mut s| s.execute(params![name.as_str(), account.as_str(), created_ms]))
                 .map_err(sql_error)?;
                 Ok(App {
                     name,
@@ -554,9 +553,7 @@ impl Registry for SqliteRegistry {
                 let found = get_key(conn, key.as_str())?
                     .filter(|k| k.app == app)
                     .ok_or_else(|| {
-                        Error::not_found(format!(
-                            "application \"{app}\" has no key \"{key}\""
-                        ))
+                        Error::not_found(format!("application \"{app}\" has no key \"{key}\""))
                     })?;
                 if found.is_revoked() {
                     return Ok(found);

@@ -37,7 +37,12 @@ pub struct Conn {
     pub url: Option<String>,
 
     /// The admin token [default: from --config, else <data-dir>/admin-token]
-    #[arg(long, env = "QUINTET_ADMIN_TOKEN", value_name = "TOKEN", hide_env_values = true)]
+    #[arg(
+        long,
+        env = "QUINTET_ADMIN_TOKEN",
+        value_name = "TOKEN",
+        hide_env_values = true
+    )]
     pub admin_token: Option<String>,
 
     /// The server's data directory, to read its admin-token file [default: ./quintet-data]
@@ -568,7 +573,11 @@ pub fn run_key(cmd: KeyCommand) -> anyhow::Result<()> {
                 let (app, key) = (app_name(&app)?, key_id(&key)?);
                 let admin = conn.connect()?;
                 let v = admin
-                    .call(Method::DELETE, &format!("/_admin/apps/{app}/keys/{key}"), None)
+                    .call(
+                        Method::DELETE,
+                        &format!("/_admin/apps/{app}/keys/{key}"),
+                        None,
+                    )
                     .await?;
                 admin.show(&v, |_| format!("revoked key {key} of application {app}\n"))
             }

@@ -29,7 +29,10 @@ pub fn read(data_dir: &Path) -> anyhow::Result<Option<Secret>> {
         Ok(text) => {
             let token = text.trim();
             if token.is_empty() {
-                bail!("{} is empty; delete it to generate a new admin token", path.display());
+                bail!(
+                    "{} is empty; delete it to generate a new admin token",
+                    path.display()
+                );
             }
             Ok(Some(Secret::from_stored(token)))
         }

@@ -41,6 +41,8 @@ pub enum Command {
     /// Manage the access keys of an application on a running server.
     #[command(subcommand)]
     Key(admin::KeyCommand),
+    /// Print an access token signed with a key's connection string (for curl and scripts).
+    Token(crate::token::TokenArgs),
 }
 
 /// How domain-form requests are authenticated.
@@ -104,7 +106,12 @@ pub struct ServeArgs {
 
     /// With --auth jwt: the HMAC secret domain-form tokens are signed with (at least 32
     /// bytes)
-    #[arg(long, env = "QUINTET_JWT_SECRET", value_name = "SECRET", hide_env_values = true)]
+    #[arg(
+        long,
+        env = "QUINTET_JWT_SECRET",
+        value_name = "SECRET",
+        hide_env_values = true
+    )]
     pub jwt_secret: Option<String>,
 
     /// With --auth jwt: the `sub` claim domain-form tokens must carry [default: any]
@@ -118,7 +125,12 @@ pub struct ServeArgs {
 
     /// Bearer token of the admin API (/_admin), at least 16 characters [default: generated
     /// on first start, printed once and kept in <data-dir>/admin-token]
-    #[arg(long, env = "QUINTET_ADMIN_TOKEN", value_name = "TOKEN", hide_env_values = true)]
+    #[arg(
+        long,
+        env = "QUINTET_ADMIN_TOKEN",
+        value_name = "TOKEN",
+        hide_env_values = true
+    )]
     pub admin_token: Option<String>,
 
     /// PEM certificate chain to serve HTTPS with (needs --tls-key) [default: plain HTTP]
@@ -221,7 +233,10 @@ impl ServeArgs {
             .or(file.admin_token)
             .map(|t| check_admin_token(&t))
             .transpose()?;
-        let tls = match (self.tls_cert.or(file.tls_cert), self.tls_key.or(file.tls_key)) {
+        let tls = match (
+            self.tls_cert.or(file.tls_cert),
+            self.tls_key.or(file.tls_key),
+        ) {
             (Some(cert), Some(key)) => Some(TlsFiles { cert, key }),
             (None, None) => None,
             _ => bail!("--tls-cert and --tls-key go together: give both files, or neither"),
@@ -276,7 +291,9 @@ fn domain_auth(
         }
         AuthMode::Jwt => {
             let Some(secret) = secret else {
-                bail!("--auth jwt needs --jwt-secret, the secret domain-form tokens are signed with");
+                bail!(
+                    "--auth jwt needs --jwt-secret, the secret domain-form tokens are signed with"
+                );
             };
             if secret.len() < MIN_JWT_SECRET_LEN {
                 bail!(
@@ -411,7 +428,10 @@ mod tests {
     #[test]
     fn no_auth_refuses_non_loopback_addresses_unless_told() {
         let err = parse(&["--listen", "0.0.0.0:6363"]).resolve().unwrap_err();
-        assert!(format!("{err}").contains("refusing to listen on 0.0.0.0:6363"), "{err}");
+        assert!(
+            format!("{err}").contains("refusing to listen on 0.0.0.0:6363"),
+            "{err}"
+        );
         assert!(
             parse(&["--listen", "0.0.0.0:6363", "--insecure-no-auth"])
                 .resolve()
@@ -419,9 +439,16 @@ mod tests {
         );
         assert!(parse(&["--listen", "[::1]:6363"]).resolve().is_ok());
         let secret = "s".repeat(32);
-        let c = parse(&["--listen", "0.0.0.0:6363", "--auth", "jwt", "--jwt-secret", &secret])
-            .resolve()
-            .unwrap();
+        let c = parse(&[
+            "--listen",
+            "0.0.0.0:6363",
+            "--auth",
+            "jwt",
+            "--jwt-secret",
+            &secret,
+        ])
+        .resolve()
+        .unwrap();
         assert_eq!(
             c.server.domain_auth,
             DomainAuth::Jwt {
@@ -447,12 +474,17 @@ mod tests {
             "j".repeat(40),
             "a".repeat(20)
         ));
-        let c = parse(&["--config", f.path().to_str().unwrap()]).resolve().unwrap();
+        let c = parse(&["--config", f.path().to_str().unwrap()])
+            .resolve()
+            .unwrap();
         assert!(matches!(
             c.server.domain_auth,
             DomainAuth::Jwt { ref sub, .. } if sub.as_deref() == Some("svc")
         ));
-        assert_eq!(c.server.admin_token, Some(Secret::from_stored("a".repeat(20))));
+        assert_eq!(
+            c.server.admin_token,
+            Some(Secret::from_stored("a".repeat(20)))
+        );
     }
 
     #[test]
@@ -461,7 +493,9 @@ mod tests {
         assert!(msg(&["--admin-token", "short"]).contains("at least 16"));
         assert!(msg(&["--admin-token", "with spaces in it ok"]).contains("visible ASCII"));
         assert!(msg(&["--tls-cert", "c.pem"]).contains("go together"));
-        let c = parse(&["--tls-cert", "c.pem", "--tls-key", "k.pem"]).resolve().unwrap();
+        let c = parse(&["--tls-cert", "c.pem", "--tls-key", "k.pem"])
+            .resolve()
+            .unwrap();
         assert_eq!(
             c.server.tls,
             Some(TlsFiles {

@@ -19,6 +19,7 @@ fn main() -> ExitCode {
         Command::Account(cmd) => admin::run_account(cmd),
         Command::App(cmd) => admin::run_app(cmd),
         Command::Key(cmd) => admin::run_key(cmd),
+        Command::Token(args) => quintet::token::run(args),
     };
     match result {
         Ok(()) => ExitCode::SUCCESS,

@@ -30,6 +30,13 @@ fn serve_help_documents_every_setting() {
         ("--max-json-depth", "QUINTET_MAX_JSON_DEPTH"),
         ("--shutdown-timeout", "QUINTET_SHUTDOWN_TIMEOUT"),
         ("--public-url", "QUINTET_PUBLIC_URL"),
+        ("--auth", "QUINTET_AUTH"),
+        ("--jwt-secret", "QUINTET_JWT_SECRET"),
+        ("--jwt-sub", "QUINTET_JWT_SUB"),
+        ("--insecure-no-auth", "QUINTET_INSECURE_NO_AUTH"),
+        ("--admin-token", "QUINTET_ADMIN_TOKEN"),
+        ("--tls-cert", "QUINTET_TLS_CERT"),
+        ("--tls-key", "QUINTET_TLS_KEY"),
         ("--log", "QUINTET_LOG"),
         ("--log-format", "QUINTET_LOG_FORMAT"),
     ] {

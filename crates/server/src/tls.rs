@@ -40,7 +40,10 @@ const READY_QUEUE: usize = 128;
 pub fn load(files: &TlsFiles) -> Result<Arc<ServerConfig>> {
     let read = |path: &Path, what: &str| {
         fs::read(path).map_err(|e| {
-            Error::invalid(format!("cannot read the TLS {what} {}: {e}", path.display()))
+            Error::invalid(format!(
+                "cannot read the TLS {what} {}: {e}",
+                path.display()
+            ))
         })
     };
     let cert_pem = read(&files.cert, "certificate")?;

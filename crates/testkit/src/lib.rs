@@ -241,7 +241,9 @@ impl Builder {
         let mut args = self.args;
         args.data_dir = Some(dir.path().join("data"));
         args.listen = Some("127.0.0.1:0".parse().expect("address"));
-        let certs = self.tls.then(|| TestCerts::generate(&dir.path().join("tls")));
+        let certs = self
+            .tls
+            .then(|| TestCerts::generate(&dir.path().join("tls")));
         if let Some(certs) = &certs {
             args.tls_cert = Some(certs.cert.clone());
             args.tls_key = Some(certs.key.clone());

@@ -41,9 +41,9 @@ impl TestCerts {
         let server_key = KeyPair::generate().expect("server key");
         let mut params =
             CertificateParams::new(vec!["localhost".to_owned()]).expect("server params");
-        params.subject_alt_names.push(SanType::IpAddress(
-            std::net::Ipv4Addr::LOCALHOST.into(),
-        ));
+        params
+            .subject_alt_names
+            .push(SanType::IpAddress(std::net::Ipv4Addr::LOCALHOST.into()));
         params
             .subject_alt_names
             .push(SanType::IpAddress(std::net::Ipv6Addr::LOCALHOST.into()));

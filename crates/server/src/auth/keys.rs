@@ -120,9 +120,7 @@ impl KeyCache {
             if let Ok(mut map) = self.entries.write()
                 && self.epoch.load(Ordering::SeqCst) == epoch
             {
-                return Ok(Some(Arc::clone(
-                    map.entry(key.clone()).or_insert(entry),
-                )));
+                return Ok(Some(Arc::clone(map.entry(key.clone()).or_insert(entry))));
             }
             loaded = Some(entry);
         }

@@ -216,7 +216,10 @@ impl Auth {
         let DomainAuth::Jwt { secret, sub } = &self.domain else {
             return Ok(Principal::Anonymous);
         };
-        let token = Unverified::parse(bearer(headers, "a JWT signed with the server's JWT secret")?)?;
+        let token = Unverified::parse(bearer(
+            headers,
+            "a JWT signed with the server's JWT secret",
+        )?)?;
         let claims = token.verify(secret.as_bytes(), self.clock.now_ms())?;
         if let Some(required) = sub
             && claims.sub.as_deref() != Some(required.as_str())
@@ -284,8 +287,16 @@ mod tests {
             ("/data/movies", Scope::Domain, Access::Domain),
             ("/nope", Scope::Domain, Access::Domain),
             // After the rewrite the path is in the domain form; the scope decides.
-            ("/data/default", app("shop"), Access::App("shop".parse().unwrap())),
-            ("/_health", app("shop"), Access::App("shop".parse().unwrap())),
+            (
+                "/data/default",
+                app("shop"),
+                Access::App("shop".parse().unwrap()),
+            ),
+            (
+                "/_health",
+                app("shop"),
+                Access::App("shop".parse().unwrap()),
+            ),
         ];
         for (path, scope, expected) in cases {
             assert_eq!(classify(path, &scope), expected, "{path} {scope:?}");

@@ -215,7 +215,10 @@ async fn list_apps(
     let account = filter.account.as_deref().map(account_param).transpose()?;
     let apps = state.services.registry.list_apps(account.as_ref()).await?;
     let apps: Vec<Value> = apps.iter().map(app_json).collect();
-    Ok(reply::json(StatusCode::OK, &json!({"ok": true, "apps": apps})))
+    Ok(reply::json(
+        StatusCode::OK,
+        &json!({"ok": true, "apps": apps}),
+    ))
 }
 
 async fn fetch_app(state: &AppState, name: &AppName) -> Result<App, Error> {
@@ -295,7 +298,10 @@ async fn list_keys(
             })
         })
         .collect();
-    Ok(reply::json(StatusCode::OK, &json!({"ok": true, "keys": keys})))
+    Ok(reply::json(
+        StatusCode::OK,
+        &json!({"ok": true, "keys": keys}),
+    ))
 }
 
 #[derive(Debug, Deserialize)]

@@ -54,7 +54,10 @@ async fn the_admin_api_needs_the_admin_token() {
     );
     assert_eq!(r.header("www-authenticate"), Some("Bearer"));
     let r = s
-        .send(s.request(Method::GET, "/_admin/accounts").bearer_auth("not-the-admin-token"))
+        .send(
+            s.request(Method::GET, "/_admin/accounts")
+                .bearer_auth("not-the-admin-token"),
+        )
         .await
         .expect(401);
     assert_eq!(
@@ -81,9 +84,12 @@ async fn the_admin_api_needs_the_admin_token() {
     );
     // A prefix of the token is not the token.
     let prefix = &s.admin_token()[..s.admin_token().len() - 1];
-    s.send(s.request(Method::GET, "/_admin/accounts").bearer_auth(prefix))
-        .await
-        .expect(401);
+    s.send(
+        s.request(Method::GET, "/_admin/accounts")
+            .bearer_auth(prefix),
+    )
+    .await
+    .expect(401);
     // Writes without the token change nothing.
     let r = s
         .send(
@@ -93,7 +99,10 @@ async fn the_admin_api_needs_the_admin_token() {
         .await
         .expect(401);
     assert_eq!(r.body["status"], 401);
-    let r = s.admin(Method::GET, "/_admin/accounts", None).await.expect(200);
+    let r = s
+        .admin(Method::GET, "/_admin/accounts", None)
+        .await
+        .expect(200);
     assert_eq!(r.body, json!({"ok": true, "accounts": []}));
     // Unknown admin routes: 401 without the token, 404 with it.
     s.get("/_admin/nothing-here").await.expect(401);
@@ -110,9 +119,12 @@ async fn a_configured_admin_token_is_used_and_none_is_generated() {
         .start()
         .await;
     assert_eq!(s.admin_token(), token);
-    s.send(s.request(Method::GET, "/_admin/accounts").bearer_auth(token))
-        .await
-        .expect(200);
+    s.send(
+        s.request(Method::GET, "/_admin/accounts")
+            .bearer_auth(token),
+    )
+    .await
+    .expect(200);
     assert!(!s.data_dir().join("admin-token").exists());
 }
 
@@ -145,12 +157,20 @@ async fn accounts_are_created_listed_and_change_plan() {
     assert_eq!(r.body, json!({"ok": true, "account": acme}));
 
     let r = s
-        .admin(Method::POST, "/_admin/accounts", Some(json!({"name": "acme"})))
+        .admin(
+            Method::POST,
+            "/_admin/accounts",
+            Some(json!({"name": "acme"})),
+        )
         .await
         .expect(409);
     assert_eq!(r.body, error(409, "account \"acme\" already exists"));
     let r = s
-        .admin(Method::POST, "/_admin/accounts", Some(json!({"name": "zeta"})))
+        .admin(
+            Method::POST,
+            "/_admin/accounts",
+            Some(json!({"name": "zeta"})),
+        )
         .await
         .expect(201);
     assert_eq!(r.body["account"]["plan"], "starter", "the default plan");
@@ -165,10 +185,17 @@ async fn accounts_are_created_listed_and_change_plan() {
         .expect(422);
     assert_eq!(
         r.body,
-        error(422, "plan \"free\" is not valid: use starter, pro or business")
+        error(
+            422,
+            "plan \"free\" is not valid: use starter, pro or business"
+        )
     );
     let r = s
-        .admin(Method::POST, "/_admin/accounts", Some(json!({"name": "Bad Name"})))
+        .admin(
+            Method::POST,
+            "/_admin/accounts",
+            Some(json!({"name": "Bad Name"})),
+        )
         .await
         .expect(422);
     assert_eq!(
@@ -187,9 +214,16 @@ async fn accounts_are_created_listed_and_change_plan() {
         )
         .await
         .expect(422);
-    assert!(r.body["msg"].as_str().unwrap().contains("plna"), "{}", r.text);
+    assert!(
+        r.body["msg"].as_str().unwrap().contains("plna"),
+        "{}",
+        r.text
+    );
 
-    let r = s.admin(Method::GET, "/_admin/accounts", None).await.expect(200);
+    let r = s
+        .admin(Method::GET, "/_admin/accounts", None)
+        .await
+        .expect(200);
     assert_eq!(
         r.body,
         json!({"ok": true, "accounts": [
@@ -211,7 +245,10 @@ async fn accounts_are_created_listed_and_change_plan() {
         json!({"ok": true, "account":
             {"name": "zeta", "plan": "business", "apps": 0, "maxApps": 20, "created": CREATED}})
     );
-    let r = s.admin(Method::GET, "/_admin/accounts/zeta", None).await.expect(200);
+    let r = s
+        .admin(Method::GET, "/_admin/accounts/zeta", None)
+        .await
+        .expect(200);
     assert_eq!(r.body["account"]["plan"], "business");
     let r = s
         .admin(
@@ -228,7 +265,10 @@ async fn accounts_are_created_listed_and_change_plan() {
             "account \"ghost\" does not exist; create it with POST /_admin/accounts"
         )
     );
-    let r = s.admin(Method::GET, "/_admin/accounts/ghost", None).await.expect(404);
+    let r = s
+        .admin(Method::GET, "/_admin/accounts/ghost", None)
+        .await
+        .expect(404);
     assert_eq!(r.body, error(404, "account \"ghost\" does not exist"));
 }
 
@@ -285,7 +325,12 @@ async fn plans_limit_applications() {
         app(&s, &format!("app{i}"), "small").await.expect(201);
     }
     let r = app(&s, "app10", "small").await.expect(403);
-    assert!(r.body["msg"].as_str().unwrap().contains("pro plan, which allows at most 10"));
+    assert!(
+        r.body["msg"]
+            .as_str()
+            .unwrap()
+            .contains("pro plan, which allows at most 10")
+    );
     s.admin(
         Method::PATCH,
         "/_admin/accounts/small",
@@ -297,8 +342,16 @@ async fn plans_limit_applications() {
         app(&s, &format!("app{i}"), "small").await.expect(201);
     }
     let r = app(&s, "app20", "small").await.expect(403);
-    assert!(r.body["msg"].as_str().unwrap().contains("business plan, which allows at most 20"));
-    let r = s.admin(Method::GET, "/_admin/accounts/small", None).await.expect(200);
+    assert!(
+        r.body["msg"]
+            .as_str()
+            .unwrap()
+            .contains("business plan, which allows at most 20")
+    );
+    let r = s
+        .admin(Method::GET, "/_admin/accounts/small", None)
+        .await
+        .expect(200);
     assert_eq!(r.body["account"]["apps"], 20);
 }
 
@@ -344,7 +397,10 @@ async fn application_names_are_unique_and_checked() {
             {"name": "shop", "account": "a", "created": CREATED},
         ]})
     );
-    let r = s.admin(Method::GET, "/_admin/apps?account=a", None).await.expect(200);
+    let r = s
+        .admin(Method::GET, "/_admin/apps?account=a", None)
+        .await
+        .expect(200);
     assert_eq!(
         r.body,
         json!({"ok": true, "apps": [{"name": "shop", "account": "a", "created": CREATED}]})
@@ -352,9 +408,15 @@ async fn application_names_are_unique_and_checked() {
     s.admin(Method::GET, "/_admin/apps?account=ghost", None)
         .await
         .expect(404);
-    let r = s.admin(Method::GET, "/_admin/apps/shop", None).await.expect(200);
+    let r = s
+        .admin(Method::GET, "/_admin/apps/shop", None)
+        .await
+        .expect(200);
     assert_eq!(r.body["app"]["account"], "a");
-    let r = s.admin(Method::GET, "/_admin/apps/Nope", None).await.expect(404);
+    let r = s
+        .admin(Method::GET, "/_admin/apps/Nope", None)
+        .await
+        .expect(404);
     assert_eq!(r.body, error(404, "application \"Nope\" does not exist"));
 }
 
@@ -389,7 +451,10 @@ async fn keys_are_created_listed_revealed_and_revoked() {
     );
 
     let tail = &secret[secret.len() - 4..];
-    let r = s.admin(Method::GET, "/_admin/apps/shop/keys", None).await.expect(200);
+    let r = s
+        .admin(Method::GET, "/_admin/apps/shop/keys", None)
+        .await
+        .expect(200);
     assert_eq!(
         r.body,
         json!({"ok": true, "keys": [{
@@ -412,16 +477,27 @@ async fn keys_are_created_listed_revealed_and_revoked() {
         })
     );
 
-    s.admin(Method::DELETE, &format!("/_admin/apps/shop/keys/{key}"), None)
-        .await
-        .expect(200);
+    s.admin(
+        Method::DELETE,
+        &format!("/_admin/apps/shop/keys/{key}"),
+        None,
+    )
+    .await
+    .expect(200);
     // Twice is fine and keeps the first time.
     let r = s
-        .admin(Method::DELETE, &format!("/_admin/apps/shop/keys/{key}"), None)
+        .admin(
+            Method::DELETE,
+            &format!("/_admin/apps/shop/keys/{key}"),
+            None,
+        )
         .await
         .expect(200);
     assert_eq!(r.body, json!({"ok": true}));
-    let r = s.admin(Method::GET, "/_admin/apps/shop/keys", None).await.expect(200);
+    let r = s
+        .admin(Method::GET, "/_admin/apps/shop/keys", None)
+        .await
+        .expect(200);
     assert_eq!(r.body["keys"][0]["revoked"], CREATED);
 
     // Keys are addressed within their application.
@@ -434,10 +510,17 @@ async fn keys_are_created_listed_revealed_and_revoked() {
         r.body,
         error(404, &format!("application \"blog\" has no key \"{key}\""))
     );
-    s.admin(Method::DELETE, &format!("/_admin/apps/blog/keys/{key}"), None)
+    s.admin(
+        Method::DELETE,
+        &format!("/_admin/apps/blog/keys/{key}"),
+        None,
+    )
+    .await
+    .expect(404);
+    let r = s
+        .admin(Method::POST, "/_admin/apps/ghost/keys", None)
         .await
         .expect(404);
-    let r = s.admin(Method::POST, "/_admin/apps/ghost/keys", None).await.expect(404);
     assert_eq!(
         r.body,
         error(
@@ -499,23 +582,36 @@ async fn instances_of_an_application_are_listed_with_secrets_redacted() {
     let s = server().await;
     let k = s.new_app().await;
     let create = |kind: &str, body: Option<Value>| {
-        let req = s.as_app(&k, s.request(Method::PUT, &format!("/{}/{kind}/main", k.app)));
+        let req = s.as_app(
+            &k,
+            s.request(Method::PUT, &format!("/{}/{kind}/main", k.app)),
+        );
         match body {
             Some(b) => req.json(&b),
             None => req,
         }
     };
-    s.send(create("queue", Some(json!({"target": "https://w.example/jobs", "secret": "hush"}))))
-        .await
-        .expect(201);
-    s.send(create("search", Some(json!({"fields": ["title"], "storeFields": ["title"]}))))
-        .await
-        .expect(201);
+    s.send(create(
+        "queue",
+        Some(json!({"target": "https://w.example/jobs", "secret": "hush"})),
+    ))
+    .await
+    .expect(201);
+    s.send(create(
+        "search",
+        Some(json!({"fields": ["title"], "storeFields": ["title"]})),
+    ))
+    .await
+    .expect(201);
     s.send(create("data", None)).await.expect(201);
     // Domain-form instances belong to no application.
     s.put("/cache/main", None).await.expect(201);
     let r = s
-        .admin(Method::GET, &format!("/_admin/apps/{}/instances", k.app), None)
+        .admin(
+            Method::GET,
+            &format!("/_admin/apps/{}/instances", k.app),
+            None,
+        )
         .await
         .expect(200);
     assert_eq!(
@@ -547,7 +643,10 @@ async fn deleting_an_application_removes_its_instances_contents_and_keys() {
         ("search", Some(json!({"fields": ["t"]}))),
         ("data", None),
     ] {
-        let req = s.as_app(&k, s.request(Method::PUT, &format!("/{}/{kind}/files", k.app)));
+        let req = s.as_app(
+            &k,
+            s.request(Method::PUT, &format!("/{}/{kind}/files", k.app)),
+        );
         let req = match body {
             Some(b) => req.json(&b),
             None => req,
@@ -564,7 +663,11 @@ async fn deleting_an_application_removes_its_instances_contents_and_keys() {
         .await
         .expect(200);
     assert_eq!(r.body, json!({"ok": true}));
-    assert_eq!((entries(&storage), entries(&search)), (0, 0), "contents dropped");
+    assert_eq!(
+        (entries(&storage), entries(&search)),
+        (0, 0),
+        "contents dropped"
+    );
     let r = s
         .send(
             s.request(Method::PUT, &format!("/{}/data/files", k.app))
@@ -572,7 +675,11 @@ async fn deleting_an_application_removes_its_instances_contents_and_keys() {
         )
         .await
         .expect(401);
-    assert!(r.body["msg"].as_str().unwrap().contains("does not exist"), "{}", r.text);
+    assert!(
+        r.body["msg"].as_str().unwrap().contains("does not exist"),
+        "{}",
+        r.text
+    );
     s.admin(Method::GET, &format!("/_admin/apps/{}", k.app), None)
         .await
         .expect(404);
@@ -590,18 +697,31 @@ async fn deleting_an_application_removes_its_instances_contents_and_keys() {
             )
         )
     );
-    let r = s.admin(Method::GET, &format!("/_admin/accounts/{}", k.account), None).await;
+    let r = s
+        .admin(
+            Method::GET,
+            &format!("/_admin/accounts/{}", k.account),
+            None,
+        )
+        .await;
     assert_eq!(r.body["account"]["apps"], 0);
 
     // The name can be used again, and the new application starts empty.
     app(&s, &k.app, &k.account).await.expect(201);
     let fresh = s.new_key(&k.account, &k.app).await;
     let r = s
-        .admin(Method::GET, &format!("/_admin/apps/{}/instances", k.app), None)
+        .admin(
+            Method::GET,
+            &format!("/_admin/apps/{}/instances", k.app),
+            None,
+        )
         .await
         .expect(200);
     assert_eq!(r.body["instances"], json!([]));
-    s.send(s.as_app(&fresh, s.request(Method::PUT, &format!("/{}/data/files", k.app))))
-        .await
-        .expect(201);
+    s.send(s.as_app(
+        &fresh,
+        s.request(Method::PUT, &format!("/{}/data/files", k.app)),
+    ))
+    .await
+    .expect(201);
 }

@@ -74,7 +74,10 @@ async fn malformed_authorization_headers_are_401() {
         (token.clone().into_bytes(), malformed.clone()),
         (b"Bearer".to_vec(), malformed.clone()),
         (b"Bearer \xff\xfe".to_vec(), malformed.clone()),
-        (format!("Bearer {token} extra").into_bytes(), malformed.clone()),
+        (
+            format!("Bearer {token} extra").into_bytes(),
+            malformed.clone(),
+        ),
         (
             b"Bearer not-a-jwt".to_vec(),
             "the access token is not a JWT: expected three base64url parts separated by dots"
@@ -124,7 +127,11 @@ async fn only_hs256_is_accepted() {
     // Algorithm confusion: an asymmetric or stronger alg "signed" with the secret as an
     // HMAC key is still refused, because the header never chooses the check.
     for alg in ["RS256", "ES256", "PS256", "EdDSA", "HS384", "HS512"] {
-        let t = jwt::sign(k.secret.as_bytes(), &json!({"alg": alg, "typ": "JWT"}), &claims);
+        let t = jwt::sign(
+            k.secret.as_bytes(),
+            &json!({"alg": alg, "typ": "JWT"}),
+            &claims,
+        );
         let r = put_token(&s, &k.app, &t).await.expect(401);
         assert_eq!(
             r.body,
@@ -154,7 +161,10 @@ async fn wrong_secret_and_unknown_keys_are_401() {
             "the access token's signature is not valid: sign it with HS256 and the right secret"
         )
     );
-    let unknown = jwt::sign_hs256(b"x", &json!({"sub": "qk_000000000000000000000000", "exp": NOW + 600}));
+    let unknown = jwt::sign_hs256(
+        b"x",
+        &json!({"sub": "qk_000000000000000000000000", "exp": NOW + 600}),
+    );
     let r = put_token(&s, &k.app, &unknown).await.expect(401);
     assert_eq!(
         r.body,
@@ -220,7 +230,8 @@ async fn nbf_and_iat_are_honoured() {
              the future; check the clock of the machine that signs tokens"
         )
     );
-    let within_leeway = k.sign(json!({"sub": k.key, "exp": NOW + 600, "nbf": NOW + 60, "iat": NOW + 60}));
+    let within_leeway =
+        k.sign(json!({"sub": k.key, "exp": NOW + 600, "nbf": NOW + 60, "iat": NOW + 60}));
     put_token(&s, &k.app, &within_leeway).await.expect(201);
 }
 
@@ -229,7 +240,9 @@ async fn a_key_of_another_application_is_403() {
     let (s, _) = server_at_now().await;
     let mine = s.new_app().await;
     let theirs = s.new_app().await;
-    let r = put_token(&s, &mine.app, &s.token(&theirs)).await.expect(403);
+    let r = put_token(&s, &mine.app, &s.token(&theirs))
+        .await
+        .expect(403);
     assert_eq!(
         r.body,
         json!({"ok": false, "status": 403, "msg": format!(
@@ -257,7 +270,10 @@ async fn a_revoked_key_fails_from_the_moment_it_is_revoked() {
     .await
     .expect(200);
     let r = s
-        .send(s.request(Method::DELETE, &format!("/{}/data/things", k.app)).bearer_auth(&token))
+        .send(
+            s.request(Method::DELETE, &format!("/{}/data/things", k.app))
+                .bearer_auth(&token),
+        )
         .await
         .expect(401);
     assert_eq!(
@@ -272,7 +288,10 @@ async fn a_revoked_key_fails_from_the_moment_it_is_revoked() {
     s.restart().await;
     put_token(&s, &k.app, &s.token(&k)).await.expect(401);
     let r = s
-        .send(s.as_app(&other, s.request(Method::DELETE, &format!("/{}/data/things", k.app))))
+        .send(s.as_app(
+            &other,
+            s.request(Method::DELETE, &format!("/{}/data/things", k.app)),
+        ))
         .await;
     assert_eq!(r.status, 200, "{}", r.text);
 }
@@ -305,7 +324,10 @@ async fn every_service_type_is_created_and_destroyed_in_the_application_form() {
         ("data", None),
         ("cache", None),
         ("search", Some(json!({"fields": ["title"]}))),
-        ("queue", Some(json!({"target": "http://127.0.0.1:9/jobs", "secret": "s"}))),
+        (
+            "queue",
+            Some(json!({"target": "http://127.0.0.1:9/jobs", "secret": "s"})),
+        ),
         ("storage", None),
     ];
     for (kind, config) in configs {
@@ -321,7 +343,9 @@ async fn every_service_type_is_created_and_destroyed_in_the_application_form() {
         assert_eq!(r.body, json!({"ok": true}));
         s.send(put(config.clone())).await.expect(409);
         // The domain form's instance of the same name is another instance.
-        s.put(&format!("/{kind}/default"), config.clone()).await.expect(201);
+        s.put(&format!("/{kind}/default"), config.clone())
+            .await
+            .expect(201);
         s.send(s.as_app(&k, s.request(Method::DELETE, &path)))
             .await
             .expect(200);
@@ -398,7 +422,10 @@ async fn domain_form_jwt_mode() {
     s.send(s.request(Method::PUT, "/data/d").bearer_auth(&expired))
         .await
         .expect(401);
-    let wrong = jwt::sign_hs256(b"another secret entirely, 32 bytes+", &json!({"sub": "backend", "exp": NOW + 600}));
+    let wrong = jwt::sign_hs256(
+        b"another secret entirely, 32 bytes+",
+        &json!({"sub": "backend", "exp": NOW + 600}),
+    );
     s.send(s.request(Method::PUT, "/data/d").bearer_auth(&wrong))
         .await
         .expect(401);
@@ -425,11 +452,19 @@ async fn domain_form_jwt_mode_without_sub_accepts_any_sub() {
         })
         .start()
         .await;
-    for claims in [json!({"exp": NOW + 60}), json!({"sub": "anyone", "exp": NOW + 60})] {
+    for claims in [
+        json!({"exp": NOW + 60}),
+        json!({"sub": "anyone", "exp": NOW + 60}),
+    ] {
         let t = jwt::sign_hs256(secret.as_bytes(), &claims);
         let r = s
-            .send(s.request(Method::PUT, &format!("/cache/c{}", claims["sub"].is_string()))
-                .bearer_auth(&t))
+            .send(
+                s.request(
+                    Method::PUT,
+                    &format!("/cache/c{}", claims["sub"].is_string()),
+                )
+                .bearer_auth(&t),
+            )
             .await;
         assert_eq!(r.status, 201, "{claims}: {}", r.text);
     }

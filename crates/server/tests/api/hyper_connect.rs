@@ -82,7 +82,11 @@ async fn run(
         String::from_utf8_lossy(&out.stdout),
         String::from_utf8_lossy(&out.stderr)
     );
-    assert!(out.status.success(), "hyper-connect ({form}, {cs}):\n{text}");
+    eprintln!("hyper-connect ({form}):\n{text}");
+    assert!(
+        out.status.success(),
+        "hyper-connect ({form}, {cs}):\n{text}"
+    );
     let closing = text
         .lines()
         .rev()
@@ -119,13 +123,37 @@ async fn domain_form_with_jwt_auth() {
         })
         .start()
         .await;
-    let with = |user: &str, password: &str| s.url("").replacen("://", &format!("://{user}:{password}@"), 1);
-    run(&modules, &with("hc-client", secret), "domain", &suites(), &[]).await;
+    let with = |user: &str, password: &str| {
+        s.url("")
+            .replacen("://", &format!("://{user}:{password}@"), 1)
+    };
+    run(
+        &modules,
+        &with("hc-client", secret),
+        "domain",
+        &suites(),
+        &[],
+    )
+    .await;
     let env = [("QUINTET_EXPECT_STATUS", "401")];
     run(&modules, &s.url(""), "domain", &denied(), &env).await;
-    run(&modules, &with("hc-client", "wrong-secret"), "domain", &denied(), &env).await;
+    run(
+        &modules,
+        &with("hc-client", "wrong-secret"),
+        "domain",
+        &denied(),
+        &env,
+    )
+    .await;
     let env = [("QUINTET_EXPECT_STATUS", "403")];
-    run(&modules, &with("someone-else", secret), "domain", &denied(), &env).await;
+    run(
+        &modules,
+        &with("someone-else", secret),
+        "domain",
+        &denied(),
+        &env,
+    )
+    .await;
 }
 
 #[tokio::test]
@@ -140,10 +168,9 @@ async fn application_form_over_tls() {
 
     // Another application's key: 403.
     let other = s.new_app().await;
-    let foreign = other.connection_string.replace(
-        &format!("/{}", other.app),
-        &format!("/{}", k.app),
-    );
+    let foreign = other
+        .connection_string
+        .replace(&format!("/{}", other.app), &format!("/{}", k.app));
     let env = [node_env[0], ("QUINTET_EXPECT_STATUS", "403")];
     run(&modules, &foreign, "app", &denied(), &env).await;
 

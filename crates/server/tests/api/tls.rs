@@ -7,7 +7,11 @@ use serde_json::json;
 #[tokio::test]
 async fn both_forms_and_the_admin_api_work_over_https() {
     let s = TestServer::builder().tls().start().await;
-    assert!(s.url("/").starts_with("https://127.0.0.1:"), "{}", s.url("/"));
+    assert!(
+        s.url("/").starts_with("https://127.0.0.1:"),
+        "{}",
+        s.url("/")
+    );
     let r = s.get("/").await.expect(200);
     assert_eq!(r.body["ok"], true);
     s.put("/data/plain", None).await.expect(201);
@@ -20,7 +24,10 @@ async fn both_forms_and_the_admin_api_work_over_https() {
     );
     // What a client makes of the connection string: https://<host>/<app>/<type>/<name>.
     let r = s
-        .send(s.as_app(&k, s.request(Method::PUT, &format!("/{}/data/default", k.app))))
+        .send(s.as_app(
+            &k,
+            s.request(Method::PUT, &format!("/{}/data/default", k.app)),
+        ))
         .await
         .expect(201);
     assert_eq!(r.body, json!({"ok": true}));
@@ -31,7 +38,10 @@ async fn https_serves_localhost_and_refuses_untrusting_clients() {
     let s = TestServer::builder().tls().start().await;
     let certs = s.certs().unwrap();
     let port = s.url("").rsplit(':').next().unwrap().to_owned();
-    let by_name = Client::with_ca(&format!("https://localhost:{port}"), certs.ca_pem.as_bytes());
+    let by_name = Client::with_ca(
+        &format!("https://localhost:{port}"),
+        certs.ca_pem.as_bytes(),
+    );
     by_name.get("/_health").await.expect(200);
     // A client that does not trust the certificate cannot talk to it at all.
     let strict = reqwest::Client::builder().no_proxy().build().unwrap();
