@@ -63,6 +63,26 @@ pub fn read_or_create(data_dir: &Path) -> anyhow::Result<(Secret, bool)> {
     Ok((token, true))
 }
 
+/// Warn when other users can enter the data directory: it holds the admin token and the
+/// secrets of every access key (they must be readable to verify tokens and to be revealed).
+pub fn warn_if_data_dir_is_open(data_dir: &Path) {
+    #[cfg(unix)]
+    {
+        use std::os::unix::fs::PermissionsExt;
+        if let Ok(meta) = fs::metadata(data_dir)
+            && meta.permissions().mode() & 0o077 != 0
+        {
+            tracing::warn!(
+                path = %data_dir.display(),
+                "the data directory is accessible to other users and holds the secrets of \
+                 every access key; run chmod 700 on it"
+            );
+        }
+    }
+    #[cfg(not(unix))]
+    let _ = data_dir;
+}
+
 #[cfg(unix)]
 fn warn_if_readable_by_others(path: &Path) {
     use std::os::unix::fs::PermissionsExt;

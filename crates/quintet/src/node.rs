@@ -30,6 +30,7 @@ impl Node {
         let tls = config.server.tls.as_ref().map(tls::load).transpose()?;
         let embedded = Embedded::open(&config.data_dir, Arc::clone(&clock))
             .with_context(|| format!("cannot open data directory {}", config.data_dir.display()))?;
+        admin_token::warn_if_data_dir_is_open(embedded.dir.root());
         let mut server = config.server.clone();
         let mut generated_admin_token = None;
         if server.admin_token.is_none() {
