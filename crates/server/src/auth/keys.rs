@@ -207,3 +207,7 @@ impl KeyCache {
         self.flush().await
     }
 }
+
+#[cfg(test)]
+#[path = "keys_test.rs"]
+mod tests;
