@@ -63,13 +63,19 @@ pub fn read_or_create(data_dir: &Path) -> anyhow::Result<(Secret, bool)> {
     Ok((token, true))
 }
 
-/// Warn when other users can enter the data directory: it holds the admin token and the
-/// secrets of every access key (they must be readable to verify tokens and to be revealed).
-pub fn warn_if_data_dir_is_open(data_dir: &Path) {
+/// Keep the data directory private: it holds the admin token and the secrets of every
+/// access key (they must be stored readable, to verify tokens and to be revealed). A
+/// directory this start created (`created`) is made owner-only (0700); for an existing one
+/// that other users can enter, a warning is logged and nothing is changed.
+pub fn protect_data_dir(data_dir: &Path, created: bool) -> anyhow::Result<()> {
     #[cfg(unix)]
     {
         use std::os::unix::fs::PermissionsExt;
-        if let Ok(meta) = fs::metadata(data_dir)
+        if created {
+            fs::set_permissions(data_dir, fs::Permissions::from_mode(0o700)).with_context(
+                || format!("cannot make {} private (chmod 700)", data_dir.display()),
+            )?;
+        } else if let Ok(meta) = fs::metadata(data_dir)
             && meta.permissions().mode() & 0o077 != 0
         {
             tracing::warn!(
@@ -80,7 +86,8 @@ pub fn warn_if_data_dir_is_open(data_dir: &Path) {
         }
     }
     #[cfg(not(unix))]
-    let _ = data_dir;
+    let _ = (data_dir, created);
+    Ok(())
 }
 
 #[cfg(unix)]
@@ -119,6 +126,26 @@ mod tests {
             let mode = fs::metadata(path(dir.path())).unwrap().permissions().mode();
             assert_eq!(mode & 0o777, 0o600);
         }
+    }
+
+    #[cfg(unix)]
+    #[test]
+    fn a_new_data_directory_is_made_private() {
+        use std::os::unix::fs::PermissionsExt;
+        let dir = tempfile::tempdir().unwrap();
+        let data = dir.path().join("data");
+        fs::create_dir(&data).unwrap();
+        fs::set_permissions(&data, fs::Permissions::from_mode(0o755)).unwrap();
+        protect_data_dir(&data, false).unwrap();
+        assert_eq!(
+            fs::metadata(&data).unwrap().permissions().mode() & 0o777,
+            0o755
+        );
+        protect_data_dir(&data, true).unwrap();
+        assert_eq!(
+            fs::metadata(&data).unwrap().permissions().mode() & 0o777,
+            0o700
+        );
     }
 
     #[test]

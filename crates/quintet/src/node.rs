@@ -28,9 +28,10 @@ impl Node {
     pub async fn open(config: &ServeConfig, clock: Arc<dyn Clock>) -> anyhow::Result<Self> {
         // TLS files first: a bad certificate should fail before anything is opened.
         let tls = config.server.tls.as_ref().map(tls::load).transpose()?;
+        let created = !config.data_dir.exists();
         let embedded = Embedded::open(&config.data_dir, Arc::clone(&clock))
             .with_context(|| format!("cannot open data directory {}", config.data_dir.display()))?;
-        admin_token::warn_if_data_dir_is_open(embedded.dir.root());
+        admin_token::protect_data_dir(embedded.dir.root(), created)?;
         let mut server = config.server.clone();
         let mut generated_admin_token = None;
         if server.admin_token.is_none() {
