@@ -17,6 +17,11 @@
 //! - Times have [`LEEWAY_SECS`] of leeway for clock skew: a token is valid while
 //!   `now < exp + leeway`, once `nbf - leeway <= now`, and when `iat - leeway <= now`.
 //!
+//! Built on [`crate::hmac`] and `base64` rather than `jsonwebtoken`: one algorithm needs
+//! no algorithm negotiation (the very thing confusion attacks abuse), the rules above stay
+//! readable in one file with their tests, `core` keeps its small dependency set, and the
+//! clock comes from quintet's [`crate::Clock`] so tests can step it.
+//!
 //! ```
 //! use quintet_core::jwt;
 //! let now_ms = 1_700_000_000_000;
