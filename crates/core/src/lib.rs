@@ -8,6 +8,7 @@
 //! - [`names`]: validated service types, instance and application names.
 //! - [`instance`]: instances and their per-type configuration.
 //! - [`ports`]: [`ports::Lifecycle`] plus one trait per service and the registry.
+//! - [`object`]: object paths, byte ranges and pre-signed URLs of the storage service.
 //! - [`clock`], [`id`], [`json`], [`hmac`]: time, identifiers, guards for untrusted JSON and
 //!   the signing primitive.
 
@@ -20,6 +21,7 @@ pub mod id;
 pub mod instance;
 pub mod json;
 pub mod names;
+pub mod object;
 pub mod ports;
 
 pub use clock::{Clock, ManualClock, SystemClock};

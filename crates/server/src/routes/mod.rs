@@ -7,13 +7,16 @@ use crate::state::AppState;
 
 mod lifecycle;
 mod meta;
+mod storage;
 
-/// The router over `state`: lifecycle and service routes plus the server's own.
+/// The router over `state`: lifecycle and service routes plus the server's own. Bodies are
+/// limited to the configured size, except object uploads, which are streamed.
 pub fn router(state: AppState) -> Router {
     let limit = state.config.max_body_bytes;
     Router::new()
         .merge(meta::routes())
         .merge(lifecycle::routes())
         .layer(DefaultBodyLimit::max(limit))
+        .merge(storage::routes().layer(DefaultBodyLimit::disable()))
         .with_state(state)
 }
