@@ -43,7 +43,18 @@ pub(super) fn is_blob_name(name: &str) -> bool {
 pub(super) struct Written {
     pub size: u64,
     pub etag: String,
+    /// The whole content when it is small enough to live in the metadata row
+    /// ([`INLINE_MAX`]); no blob file was created then.
+    pub inline: Option<Bytes>,
 }
+
+/// Objects up to this size are kept in `storage.db` beside their metadata instead of in a
+/// blob file: one point lookup serves them, and uploading them costs one commit.
+pub(crate) const INLINE_MAX: usize = 64 * 1024;
+
+/// A blob being written is flushed to disk in the background every this many bytes, so
+/// the final `fsync` has little left to do.
+const SYNC_EVERY: u64 = 64 * 1024 * 1024;
 
 /// Why an upload did not produce a blob.
 #[derive(Debug)]
@@ -54,59 +65,111 @@ pub(super) enum WriteError {
     Io(io::Error),
 }
 
-enum Msg {
+pub(super) enum Msg {
     Data(Bytes),
     End,
 }
 
-/// An upload whose body has been received in full and handed to the writer thread; the
-/// blob becomes durable with [`Received::finish`]. Dropping it unfinished removes the file.
-pub(super) struct Received {
-    tx: mpsc::Sender<Msg>,
-    writer: JoinHandle<io::Result<Option<Written>>>,
+/// An upload whose body has been received in full; it becomes durable with
+/// [`Received::finish`]. Dropping a file upload unfinished removes its file.
+type WriterHandle = JoinHandle<io::Result<Option<Written>>>;
+
+pub(super) enum Received {
+    /// Small enough to be kept inline: the whole content.
+    Inline(Vec<Bytes>),
+    /// Streamed to a blob file by a writer thread.
+    File {
+        tx: mpsc::Sender<Msg>,
+        writer: WriterHandle,
+    },
 }
 
-/// Stream `body` into a new blob file `dir/name`. Returns once every byte reached the
-/// writer thread; on error, or when this future is dropped, the file is removed.
+/// Receive `body`: up to [`INLINE_MAX`] bytes are kept in memory; beyond that everything
+/// is streamed into a new blob file `dir/name`. Returns once every byte was taken; on
+/// error, or when this future is dropped, the file is removed.
 pub(super) async fn receive(
     dir: &Path,
     name: &str,
     mut body: ByteStream,
 ) -> std::result::Result<Received, WriteError> {
-    let (tx, rx) = mpsc::channel(QUEUED_CHUNKS);
-    let (path, dir) = (dir.join(name), dir.to_owned());
-    let writer = tokio::task::spawn_blocking(move || write_file(&path, &dir, rx));
+    let mut head: Vec<Bytes> = Vec::new();
+    let mut head_len = 0;
+    let mut file: Option<(mpsc::Sender<Msg>, WriterHandle)> = None;
     loop {
-        match std::future::poll_fn(|cx| body.as_mut().poll_next(cx)).await {
-            Some(Ok(bytes)) if bytes.is_empty() => {}
-            Some(Ok(bytes)) => {
-                if tx.send(Msg::Data(bytes)).await.is_err() {
-                    // The writer stopped: its result says why.
-                    drop(tx);
-                    return Err(match writer.await {
-                        Ok(Err(e)) => WriteError::Io(e),
-                        Ok(Ok(_)) => WriteError::Io(io::Error::other("the blob writer stopped")),
-                        Err(e) => WriteError::Io(io::Error::other(e)),
-                    });
-                }
-            }
+        let bytes = match std::future::poll_fn(|cx| body.as_mut().poll_next(cx)).await {
+            Some(Ok(bytes)) if bytes.is_empty() => continue,
+            Some(Ok(bytes)) => bytes,
             Some(Err(e)) => {
-                drop(tx); // the writer removes the partial file
-                let _ = writer.await;
+                if let Some((tx, writer)) = file {
+                    drop(tx); // the writer removes the partial file
+                    let _ = writer.await;
+                }
                 return Err(WriteError::Body(e));
             }
-            None => return Ok(Received { tx, writer }),
+            None => {
+                return Ok(match file {
+                    Some((tx, writer)) => Received::File { tx, writer },
+                    None => Received::Inline(head),
+                });
+            }
+        };
+        if file.is_none() {
+            if head_len + bytes.len() <= INLINE_MAX {
+                head_len += bytes.len();
+                head.push(bytes);
+                continue;
+            }
+            let (tx, rx) = mpsc::channel(QUEUED_CHUNKS);
+            let (path, dir) = (dir.join(name), dir.to_owned());
+            let writer = tokio::task::spawn_blocking(move || write_file(&path, &dir, rx));
+            file = Some((tx, writer));
+        }
+        let Some((tx, _)) = &file else { continue };
+        let mut sent = true;
+        for chunk in head.drain(..).chain(std::iter::once(bytes)) {
+            if tx.send(Msg::Data(chunk)).await.is_err() {
+                sent = false;
+                break;
+            }
+        }
+        if !sent {
+            // The writer stopped: its result says why.
+            let Some((tx, writer)) = file.take() else {
+                continue;
+            };
+            drop(tx);
+            return Err(match writer.await {
+                Ok(Err(e)) => WriteError::Io(e),
+                Ok(Ok(_)) => WriteError::Io(io::Error::other("the blob writer stopped")),
+                Err(e) => WriteError::Io(io::Error::other(e)),
+            });
         }
     }
 }
 
 impl Received {
-    /// Flush the blob and its directory entry to disk.
+    /// Make the blob and its directory entry durable (nothing to do for inline content).
     pub(super) async fn finish(self) -> io::Result<Written> {
+        let (tx, writer) = match self {
+            Self::Inline(chunks) => {
+                let mut hasher = EtagHasher::new();
+                let mut all = Vec::with_capacity(chunks.iter().map(Bytes::len).sum());
+                for c in &chunks {
+                    hasher.update(c);
+                    all.extend_from_slice(c);
+                }
+                return Ok(Written {
+                    size: all.len() as u64,
+                    etag: hasher.finish(),
+                    inline: Some(Bytes::from(all)),
+                });
+            }
+            Self::File { tx, writer } => (tx, writer),
+        };
         // When the writer already stopped, the send fails and its result says why.
-        let _ = self.tx.send(Msg::End).await;
-        drop(self.tx);
-        match self.writer.await {
+        let _ = tx.send(Msg::End).await;
+        drop(tx);
+        match writer.await {
             Ok(Ok(Some(written))) => Ok(written),
             Ok(Ok(None)) => Err(io::Error::other("the upload was abandoned")),
             Ok(Err(e)) => Err(e),
@@ -115,34 +178,69 @@ impl Received {
     }
 }
 
-/// The writer thread of one upload: write and hash each chunk, and on `End` make the file
-/// and its directory entry durable. The file is removed unless it is complete.
+/// The writer thread of one upload. Chunks are written here while a second thread hashes
+/// them and a third flushes what was written every [`SYNC_EVERY`] bytes, so hashing,
+/// writing and the disk work side by side. On `End` the file and its directory entry are
+/// made durable. The file is removed unless it is complete.
 fn write_file(path: &Path, dir: &Path, mut rx: mpsc::Receiver<Msg>) -> io::Result<Option<Written>> {
     let file = OpenOptions::new().write(true).create_new(true).open(path)?;
-    let outcome = (|| {
-        let mut out = BufWriter::with_capacity(CHUNK, file);
-        let mut hasher = EtagHasher::new();
-        let mut size = 0u64;
-        while let Some(msg) = rx.blocking_recv() {
-            match msg {
-                Msg::Data(bytes) => {
-                    hasher.update(&bytes);
-                    out.write_all(&bytes)?;
-                    size += bytes.len() as u64;
-                }
-                Msg::End => {
-                    let file = out.into_inner().map_err(|e| e.into_error())?;
-                    file.sync_all()?;
-                    sync_dir(dir)?;
-                    return Ok(Some(Written {
-                        size,
-                        etag: hasher.finish(),
-                    }));
+    let syncing = file.try_clone()?;
+    let outcome = std::thread::scope(|scope| {
+        let (hash_tx, hash_rx) = std::sync::mpsc::sync_channel::<Bytes>(QUEUED_CHUNKS);
+        let hasher = scope.spawn(move || {
+            let mut hasher = EtagHasher::new();
+            for chunk in hash_rx {
+                hasher.update(&chunk);
+            }
+            hasher.finish()
+        });
+        let (sync_tx, sync_rx) = std::sync::mpsc::sync_channel::<()>(1);
+        let syncer = scope.spawn(move || {
+            for () in sync_rx {
+                // Early flushes only lighten the final fsync; their errors show there.
+                let _ = syncing.sync_data();
+            }
+        });
+        let written = (|| {
+            let mut out = BufWriter::with_capacity(CHUNK, file);
+            let (mut size, mut synced) = (0u64, 0u64);
+            while let Some(msg) = rx.blocking_recv() {
+                match msg {
+                    Msg::Data(bytes) => {
+                        size += bytes.len() as u64;
+                        out.write_all(&bytes)?;
+                        hash_tx
+                            .send(bytes)
+                            .map_err(|_| io::Error::other("the hashing thread stopped"))?;
+                        if size - synced >= SYNC_EVERY {
+                            out.flush()?;
+                            synced = size;
+                            let _ = sync_tx.try_send(()); // skipped while one is running
+                        }
+                    }
+                    Msg::End => {
+                        let file = out.into_inner().map_err(|e| e.into_error())?;
+                        file.sync_all()?;
+                        sync_dir(dir)?;
+                        return Ok(Some(size));
+                    }
                 }
             }
+            Ok(None) // the request went away before the end
+        })();
+        drop((hash_tx, sync_tx));
+        let etag = hasher.join();
+        let _ = syncer.join();
+        match (written, etag) {
+            (Ok(Some(size)), Ok(etag)) => Ok(Some(Written {
+                size,
+                etag,
+                inline: None,
+            })),
+            (Ok(Some(_)), Err(_)) => Err(io::Error::other("the hashing thread panicked")),
+            (other, _) => other.map(|_| None),
         }
-        Ok(None) // the request went away before the end
-    })();
+    });
     if !matches!(outcome, Ok(Some(_))) {
         remove_quietly(path);
     }
@@ -191,6 +289,21 @@ fn read_at(file: &File, offset: u64, len: u64) -> io::Result<Bytes> {
     let mut buf = vec![0u8; usize::try_from(len).map_err(io::Error::other)?];
     file.read_exact_at(&mut buf, offset)?;
     Ok(Bytes::from(buf))
+}
+
+/// A stream of one chunk (an inline object, or part of it).
+pub(super) fn once(bytes: Bytes) -> ByteStream {
+    Box::pin(Once(Some(bytes).filter(|b| !b.is_empty())))
+}
+
+struct Once(Option<Bytes>);
+
+impl Stream for Once {
+    type Item = io::Result<Bytes>;
+
+    fn poll_next(mut self: Pin<&mut Self>, _: &mut Context<'_>) -> Poll<Option<Self::Item>> {
+        Poll::Ready(self.0.take().map(Ok))
+    }
 }
 
 /// A blob's bytes, read a chunk ahead of the consumer on the blocking pool.

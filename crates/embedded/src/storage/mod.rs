@@ -26,7 +26,7 @@ use quintet_core::{
     object::{ObjectPath, PresignMethod, RangeSpec, UrlSigner, presign::Grant},
     ports::{
         Lifecycle,
-        storage::{BlobStore, ByteStream, ListQuery, Object, ObjectMeta, Presign},
+        storage::{BlobStore, ByteStream, Bytes, ListQuery, Object, ObjectMeta, Presign},
     },
 };
 use rusqlite::{Connection, OptionalExtension, params};
@@ -46,15 +46,21 @@ pub struct FsBlobStore {
     clock: Arc<dyn Clock>,
 }
 
+/// An instance's objects (`blob` is NULL for small objects kept inline) and the content
+/// of its inline objects.
 fn ddl(table: &str) -> String {
     format!(
         "CREATE TABLE \"{table}\" (\
            path         TEXT PRIMARY KEY, \
-           blob         TEXT NOT NULL, \
+           blob         TEXT, \
            size         INTEGER NOT NULL, \
            content_type TEXT NOT NULL, \
            etag         TEXT NOT NULL, \
            modified_ms  INTEGER NOT NULL\
+         ) STRICT, WITHOUT ROWID; \
+         CREATE TABLE \"{table}_inline\" (\
+           path TEXT PRIMARY KEY, \
+           data BLOB NOT NULL\
          ) STRICT, WITHOUT ROWID;"
     )
 }
@@ -82,44 +88,47 @@ impl FsBlobStore {
         self.tables.db()
     }
 
-    /// The row of `path`: its metadata and blob name.
-    fn lookup(
-        &self,
-        instance: &Instance,
-        path: &ObjectPath,
-    ) -> Result<Option<(ObjectMeta, String)>> {
-        let sql = format!(
-            "SELECT {COLUMNS} FROM \"{}\" WHERE path = ?1",
-            self.tables.table(instance.id)
-        );
+    /// The row of `path`; with `data`, also the content of an inline object.
+    fn lookup(&self, instance: &Instance, path: &ObjectPath, data: bool) -> Result<Option<Row>> {
+        let table = self.tables.table(instance.id);
+        let sql = if data {
+            format!(
+                "SELECT o.path, o.blob, o.size, o.content_type, o.etag, o.modified_ms, i.data \
+                 FROM \"{table}\" o LEFT JOIN \"{table}_inline\" i ON i.path = o.path \
+                 WHERE o.path = ?1"
+            )
+        } else {
+            format!("SELECT {COLUMNS} FROM \"{table}\" WHERE path = ?1")
+        };
         let path = path.as_str();
-        self.db()
-            .read_now(|c| {
-                c.prepare_cached(&sql)
-                    .and_then(|mut st| st.query_row([path], row).optional())
-                    .map_err(|e| map_sql(e, instance))
-            })?
-            .map(Row::into_meta)
-            .transpose()
+        self.db().read_now(|c| {
+            c.prepare_cached(&sql)
+                .and_then(|mut st| st.query_row([path], row).optional())
+                .map_err(|e| map_sql(e, instance))
+        })
     }
 
-    /// Commit `meta` as the current version of its path, pointing at `blob`; returns the
-    /// blob it replaced.
+    /// Commit `meta` as the current version of its path, its content in blob file `blob`
+    /// or `inline`; returns the blob file it replaced, if any.
     async fn commit(
         &self,
         instance: &Instance,
         meta: &ObjectMeta,
-        blob: String,
+        blob: Option<String>,
+        inline: Option<Bytes>,
     ) -> Result<Option<String>> {
         let table = self.tables.table(instance.id);
         let meta = meta.clone();
         let gone = gone(instance);
         self.db()
             .write(move |c| {
+                let sql = |e| map_sql_gone(e, &gone);
+                let path = meta.path.as_str();
                 let old: Option<String> = c
                     .prepare_cached(&format!("SELECT blob FROM \"{table}\" WHERE path = ?1"))
-                    .and_then(|mut st| st.query_row([meta.path.as_str()], |r| r.get(0)).optional())
-                    .map_err(|e| map_sql_gone(e, &gone))?;
+                    .and_then(|mut st| st.query_row([path], |r| r.get(0)).optional())
+                    .map_err(sql)?
+                    .flatten();
                 c.prepare_cached(&format!(
                     "INSERT INTO \"{table}\" ({COLUMNS}) VALUES (?1, ?2, ?3, ?4, ?5, ?6) \
                      ON CONFLICT (path) DO UPDATE SET blob = excluded.blob, \
@@ -128,7 +137,7 @@ impl FsBlobStore {
                 ))
                 .and_then(|mut st| {
                     st.execute(params![
-                        meta.path.as_str(),
+                        path,
                         blob,
                         i64::try_from(meta.size).unwrap_or(i64::MAX),
                         meta.content_type,
@@ -136,7 +145,19 @@ impl FsBlobStore {
                         meta.modified_ms
                     ])
                 })
-                .map_err(|e| map_sql_gone(e, &gone))?;
+                .map_err(sql)?;
+                match inline {
+                    Some(data) => c
+                        .prepare_cached(&format!(
+                            "INSERT INTO \"{table}_inline\" (path, data) VALUES (?1, ?2) \
+                             ON CONFLICT (path) DO UPDATE SET data = excluded.data"
+                        ))
+                        .and_then(|mut st| st.execute(params![path, &data[..]])),
+                    None => c
+                        .prepare_cached(&format!("DELETE FROM \"{table}_inline\" WHERE path = ?1"))
+                        .and_then(|mut st| st.execute([path])),
+                }
+                .map_err(sql)?;
                 Ok(old)
             })
             .await
@@ -150,7 +171,10 @@ impl FsBlobStore {
             let Ok(entries) = fs::read_dir(&dir) else {
                 continue;
             };
-            let sql = format!("SELECT blob FROM \"{}\"", self.tables.table(id));
+            let sql = format!(
+                "SELECT blob FROM \"{}\" WHERE blob IS NOT NULL",
+                self.tables.table(id)
+            );
             let referenced: HashSet<String> = match self.db().read_now(|c| {
                 let mut st = c.prepare(&sql).map_err(sql_error)?;
                 st.query_map([], |r| r.get::<_, String>(0))
@@ -177,11 +201,14 @@ impl FsBlobStore {
 /// An object's row as stored.
 struct Row {
     path: String,
-    blob: String,
+    /// The blob file; `None` for an inline object.
+    blob: Option<String>,
     size: i64,
     content_type: String,
     etag: String,
     modified_ms: i64,
+    /// An inline object's content, when it was asked for.
+    data: Option<Vec<u8>>,
 }
 
 fn row(r: &rusqlite::Row<'_>) -> rusqlite::Result<Row> {
@@ -192,26 +219,30 @@ fn row(r: &rusqlite::Row<'_>) -> rusqlite::Result<Row> {
         content_type: r.get(3)?,
         etag: r.get(4)?,
         modified_ms: r.get(5)?,
+        data: if r.as_ref().column_count() > 6 {
+            r.get(6)?
+        } else {
+            None
+        },
     })
 }
 
 impl Row {
-    /// The metadata (its path validated again) and the blob name.
-    fn into_meta(self) -> Result<(ObjectMeta, String)> {
+    /// The metadata, its path validated again.
+    fn meta(&self) -> Result<ObjectMeta> {
         let path = self.path.parse::<ObjectPath>().map_err(|e| {
             Error::internal(format!(
                 "stored object path {:?} is invalid: {e}",
                 self.path
             ))
         })?;
-        let meta = ObjectMeta {
+        Ok(ObjectMeta {
             path,
             size: u64::try_from(self.size).unwrap_or(0),
-            content_type: self.content_type,
-            etag: self.etag,
+            content_type: self.content_type.clone(),
+            etag: self.etag.clone(),
             modified_ms: self.modified_ms,
-        };
-        Ok((meta, self.blob))
+        })
     }
 }
 
@@ -271,7 +302,7 @@ fn list_rows(
         if !row.path.starts_with(query.prefix) {
             break;
         }
-        out.push(row.into_meta()?.0);
+        out.push(row.meta()?);
     }
     Ok(out)
 }
@@ -361,7 +392,8 @@ impl BlobStore for FsBlobStore {
                 etag: written.etag,
                 modified_ms: this.clock.now_ms(),
             };
-            match this.commit(&instance, &meta, name).await {
+            let blob = written.inline.is_none().then_some(name);
+            match this.commit(&instance, &meta, blob, written.inline).await {
                 Ok(old) => {
                     if let Some(old) = old {
                         let old = dir.join(old);
@@ -388,7 +420,9 @@ impl BlobStore for FsBlobStore {
     }
 
     async fn head(&self, instance: &Instance, path: &ObjectPath) -> Result<Option<ObjectMeta>> {
-        Ok(self.lookup(instance, path)?.map(|(meta, _)| meta))
+        self.lookup(instance, path, false)?
+            .map(|row| row.meta())
+            .transpose()
     }
 
     async fn get(
@@ -399,13 +433,32 @@ impl BlobStore for FsBlobStore {
     ) -> Result<Option<Object>> {
         let dir = self.dirs.dir(instance.id);
         for _ in 0..READ_ATTEMPTS {
-            let Some((meta, blob)) = self.lookup(instance, path)? else {
+            let Some(row) = self.lookup(instance, path, true)? else {
                 return Ok(None);
             };
+            let meta = row.meta()?;
             let range = range.map(|r| r.resolve(meta.size)).transpose()?;
             let (start, len) = match range {
                 Some(r) => (r.start, r.len()),
                 None => (0, meta.size),
+            };
+            let blob = match (row.data, row.blob) {
+                (Some(data), _) => {
+                    let data = Bytes::from(data);
+                    let end = usize::try_from(start + len).unwrap_or(usize::MAX);
+                    let part = data.get(start as usize..end).map(|s| data.slice_ref(s));
+                    let part = part.ok_or_else(|| {
+                        Error::internal(format!("inline object {path} is shorter than its size"))
+                    })?;
+                    let body = blobs::once(part);
+                    return Ok(Some(Object { meta, range, body }));
+                }
+                (None, Some(blob)) => blob,
+                (None, None) => {
+                    return Err(Error::internal(format!(
+                        "object {path} has neither a blob nor inline content"
+                    )));
+                }
             };
             match blobs::read(dir.join(&blob), start, len).await {
                 Ok(body) => return Ok(Some(Object { meta, range, body })),
@@ -427,14 +480,25 @@ impl BlobStore for FsBlobStore {
         let blob = self
             .db()
             .write(move |c| {
-                c.prepare_cached(&format!(
-                    "DELETE FROM \"{table}\" WHERE path = ?1 RETURNING blob"
-                ))
-                .and_then(|mut st| st.query_row([key], |r| r.get::<_, String>(0)).optional())
-                .map_err(|e| map_sql_gone(e, &gone))?
-                .ok_or(missing)
+                let blob = c
+                    .prepare_cached(&format!(
+                        "DELETE FROM \"{table}\" WHERE path = ?1 RETURNING blob"
+                    ))
+                    .and_then(|mut st| {
+                        st.query_row([&key], |r| r.get::<_, Option<String>>(0))
+                            .optional()
+                    })
+                    .map_err(|e| map_sql_gone(e, &gone))?
+                    .ok_or(missing)?;
+                c.prepare_cached(&format!("DELETE FROM \"{table}_inline\" WHERE path = ?1"))
+                    .and_then(|mut st| st.execute([&key]))
+                    .map_err(|e| map_sql_gone(e, &gone))?;
+                Ok(blob)
             })
             .await?;
+        let Some(blob) = blob else {
+            return Ok(()); // an inline object: nothing on disk
+        };
         let blob = self.dirs.dir(instance.id).join(blob);
         blocking(move || {
             blobs::remove_quietly(&blob);

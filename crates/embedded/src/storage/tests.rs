@@ -38,45 +38,86 @@ fn blob_files(dir: &std::path::Path) -> Vec<String> {
     names
 }
 
+/// Content too large to be kept inline.
+fn large(fill: u8) -> Vec<u8> {
+    vec![fill; blobs::INLINE_MAX + 1]
+}
+
 #[tokio::test]
-async fn one_blob_per_object_and_none_left_by_overwrites_failures_or_deletes() {
+async fn one_blob_per_large_object_and_none_left_by_overwrites_failures_or_deletes() {
     let dir = tempfile::tempdir().unwrap();
     let store = FsBlobStore::open(dir.path(), Arc::new(SystemClock)).unwrap();
     let inst = instance(1);
     store.create_instance(&inst).await.unwrap();
     let idir = dir.path().join("storage/1");
-    for content in ["one", "two", "three"] {
+    for fill in [1, 2, 3] {
         store
-            .put(&inst, &p("a/b"), "text/plain", body(vec![content.into()]))
+            .put(&inst, &p("a/b"), "text/plain", body(vec![large(fill)]))
             .await
             .unwrap();
         assert_eq!(blob_files(&idir).len(), 1);
     }
     let failed = store
-        .put(
-            &inst,
-            &p("c"),
-            "text/plain",
-            failing_body(vec![vec![0; 1000]]),
-        )
+        .put(&inst, &p("c"), "text/plain", failing_body(vec![large(4)]))
         .await;
     assert!(matches!(failed, Err(Error::BadRequest(_))), "{failed:?}");
     assert_eq!(blob_files(&idir).len(), 1);
+    // Replacing a large object by a small one removes its blob, and back again.
+    store
+        .put(
+            &inst,
+            &p("a/b"),
+            "text/plain",
+            body(vec![b"small".to_vec()]),
+        )
+        .await
+        .unwrap();
+    assert!(blob_files(&idir).is_empty());
+    let obj = store.get(&inst, &p("a/b"), None).await.unwrap().unwrap();
+    assert_eq!(collect(obj.body).await, b"small");
+    store
+        .put(&inst, &p("a/b"), "text/plain", body(vec![large(5)]))
+        .await
+        .unwrap();
+    let obj = store.get(&inst, &p("a/b"), None).await.unwrap().unwrap();
+    assert_eq!(collect(obj.body).await, large(5));
     store.delete(&inst, &p("a/b")).await.unwrap();
     assert!(blob_files(&idir).is_empty());
     // Paths are never file names: nothing named after the object exists on disk.
     store
-        .put(
-            &inst,
-            &p("x/y.txt"),
-            "text/plain",
-            body(vec![b"x".to_vec()]),
-        )
+        .put(&inst, &p("x/y.txt"), "text/plain", body(vec![large(6)]))
         .await
         .unwrap();
     let files = blob_files(&idir);
     assert_eq!(files.len(), 1);
     assert!(blobs::is_blob_name(&files[0]), "{files:?}");
+}
+
+#[tokio::test]
+async fn small_objects_live_in_the_database() {
+    let dir = tempfile::tempdir().unwrap();
+    let store = FsBlobStore::open(dir.path(), Arc::new(SystemClock)).unwrap();
+    let inst = instance(9);
+    store.create_instance(&inst).await.unwrap();
+    let exactly = vec![7u8; blobs::INLINE_MAX];
+    let chunks: Vec<Vec<u8>> = exactly.chunks(1000).map(<[u8]>::to_vec).collect();
+    store
+        .put(&inst, &p("edge"), "text/plain", body(chunks))
+        .await
+        .unwrap();
+    assert!(blob_files(&dir.path().join("storage/9")).is_empty());
+    let obj = store
+        .get(
+            &inst,
+            &p("edge"),
+            Some(quintet_core::object::RangeSpec::Suffix(3)),
+        )
+        .await
+        .unwrap()
+        .unwrap();
+    assert_eq!(collect(obj.body).await, [7, 7, 7]);
+    store.delete(&inst, &p("edge")).await.unwrap();
+    assert!(store.get(&inst, &p("edge"), None).await.unwrap().is_none());
 }
 
 #[tokio::test]
@@ -88,7 +129,7 @@ async fn an_abandoned_upload_leaves_no_file() {
     // A body that never ends: the upload is dropped while it waits for more.
     let (tx, rx) =
         tokio::sync::mpsc::channel::<std::io::Result<quintet_core::ports::storage::Bytes>>(1);
-    tx.send(Ok(vec![1u8; 4096].into())).await.unwrap();
+    tx.send(Ok(large(1).into())).await.unwrap();
     let stream = Box::pin(Receiver(rx));
     let slow = p("slow");
     let upload = store.put(&inst, &slow, "text/plain", stream);
@@ -128,7 +169,7 @@ async fn sweep_collects_unreferenced_blobs_of_live_instances_and_orphaned_instan
     store.create_instance(&live).await.unwrap();
     store.create_instance(&orphan).await.unwrap();
     store
-        .put(&live, &p("kept"), "text/plain", body(vec![b"k".to_vec()]))
+        .put(&live, &p("kept"), "text/plain", body(vec![large(b'k')]))
         .await
         .unwrap();
     let idir = dir.path().join("storage/3");
@@ -143,7 +184,7 @@ async fn sweep_collects_unreferenced_blobs_of_live_instances_and_orphaned_instan
     assert_eq!(blob_files(&idir), expected);
     assert!(!dir.path().join("storage/4").exists());
     let obj = store.get(&live, &p("kept"), None).await.unwrap().unwrap();
-    assert_eq!(collect(obj.body).await, b"k");
+    assert_eq!(collect(obj.body).await, large(b'k'));
 }
 
 #[tokio::test]

@@ -531,13 +531,18 @@ async fn overwrites_are_whole_and_aborted_uploads_change_nothing() {
     upload(&s, "/storage/files/doc", "first", None)
         .await
         .expect(200);
-    upload(&s, "/storage/files/doc", "second, longer", None)
+    // Large enough to live in a file of its own (small objects live in the database).
+    let second: Vec<u8> = b"second, longer ".repeat(10_000);
+    upload(&s, "/storage/files/doc", second.clone(), None)
         .await
         .expect(200);
-    assert_eq!(
-        s.get("/storage/files/doc").await.expect(200).text,
-        "second, longer"
-    );
+    let got = s
+        .http()
+        .get(s.url("/storage/files/doc"))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(got.bytes().await.unwrap(), second);
 
     // A client that dies mid-upload: the server sees the body break off.
     let chunks: Vec<Result<Vec<u8>, std::io::Error>> = vec![
@@ -553,8 +558,13 @@ async fn overwrites_are_whole_and_aborted_uploads_change_nothing() {
         .send()
         .await;
     assert!(sent.is_err() || sent.is_ok_and(|r| r.status() != 200));
-    let r = s.get("/storage/files/doc").await.expect(200);
-    assert_eq!(r.text, "second, longer");
+    let got = s
+        .http()
+        .get(s.url("/storage/files/doc"))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(got.bytes().await.unwrap(), second);
     let r = s.get("/storage/files").await.expect(200);
     assert_eq!(r.body["objects"].as_array().unwrap().len(), 1);
     // No partial file is left beside the object's one blob.
