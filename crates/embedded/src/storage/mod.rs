@@ -1,12 +1,14 @@
 //! The storage service on the filesystem, with its metadata in SQLite.
 //!
 //! ```text
-//! <data-dir>/storage.db        one table o<id> per instance: path → blob, size, type, etag, mtime
-//! <data-dir>/storage/<id>/     the instance's blob files, one per object version
+//! <data-dir>/storage.db        per instance: table o<id> (path → blob, size, type, etag, mtime)
+//!                              and o<id>_inline (path → content of objects up to 64 KiB)
+//! <data-dir>/storage/<id>/     the instance's blob files, one per large object version
 //! <data-dir>/presign.key       the key that signs pre-signed URLs
 //! ```
 //!
-//! An upload streams into a new blob file under a random name (hashing it for the ETag),
+//! Small objects are kept inline in the database with their row. A larger upload streams
+//! into a new blob file under a random name (hashing it for the ETag),
 //! fsyncs the file and the directory, then commits the object's row, which is the moment
 //! the new version becomes visible; the previous blob is removed after the commit. A failed
 //! or abandoned upload removes its blob and never touched the row, so the previous version
