@@ -94,10 +94,12 @@ impl FsBlobStore {
     fn lookup(&self, instance: &Instance, path: &ObjectPath, data: bool) -> Result<Option<Row>> {
         let table = self.tables.table(instance.id);
         let sql = if data {
+            // A correlated subquery rather than a join: SQLite re-prepares the join form on
+            // every run (its plan depends on the bound path), costing a parse per download.
             format!(
-                "SELECT o.path, o.blob, o.size, o.content_type, o.etag, o.modified_ms, i.data \
-                 FROM \"{table}\" o LEFT JOIN \"{table}_inline\" i ON i.path = o.path \
-                 WHERE o.path = ?1"
+                "SELECT o.path, o.blob, o.size, o.content_type, o.etag, o.modified_ms, \
+                 (SELECT i.data FROM \"{table}_inline\" i WHERE i.path = o.path) \
+                 FROM \"{table}\" o WHERE o.path = ?1"
             )
         } else {
             format!("SELECT {COLUMNS} FROM \"{table}\" WHERE path = ?1")
