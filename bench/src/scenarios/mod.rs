@@ -14,10 +14,16 @@ use tokio::sync::Mutex;
 use crate::load::{self, LoadResult, LoadSpec, MakeReq, Req};
 
 mod ceiling;
+mod storage;
 
 /// Every scenario, in report order.
 pub fn all() -> Vec<Box<dyn Scenario>> {
-    vec![Box::new(ceiling::Ceiling)]
+    vec![
+        Box::new(ceiling::Ceiling),
+        Box::new(storage::Upload),
+        Box::new(storage::Download),
+        Box::new(storage::SmallGet),
+    ]
 }
 
 /// What a scenario must reach to meet its issue's goal.

@@ -8,6 +8,7 @@
 //! - [`names`]: validated service types, instance and application names.
 //! - [`instance`]: instances and their per-type configuration.
 //! - [`ports`]: [`ports::Lifecycle`] plus one trait per service and the registry.
+//! - [`object`]: object paths, byte ranges and pre-signed URLs of the storage service.
 //! - [`clock`], [`id`], [`json`], [`hmac`]: time, identifiers, guards for untrusted JSON and
 //!   the signing primitive.
 //! - [`accounts`], [`keys`], [`jwt`]: accounts and plans, access keys and connection
@@ -25,6 +26,7 @@ pub mod json;
 pub mod jwt;
 pub mod keys;
 pub mod names;
+pub mod object;
 pub mod ports;
 
 pub use clock::{Clock, ManualClock, SystemClock};

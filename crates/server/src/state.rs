@@ -4,7 +4,7 @@ use std::sync::Arc;
 
 use quintet_core::{
     Clock, Result, ServiceType, SystemClock,
-    ports::{Lifecycle, registry::Registry},
+    ports::{Lifecycle, registry::Registry, storage::ObjectStorage},
 };
 
 use crate::{auth::Auth, config::Config, instances::Instances, metrics::Metrics};
@@ -22,8 +22,8 @@ pub struct Services {
     pub search: Arc<dyn Lifecycle>,
     /// Jobs.
     pub queue: Arc<dyn Lifecycle>,
-    /// Objects.
-    pub storage: Arc<dyn Lifecycle>,
+    /// Objects and their pre-signed URLs.
+    pub storage: Arc<dyn ObjectStorage>,
 }
 
 impl Services {

@@ -653,6 +653,13 @@ async fn deleting_an_application_removes_its_instances_contents_and_keys() {
         };
         s.send(req).await.expect(201);
     }
+    // Contents: a small object (kept in the metadata database) and a large one (a blob).
+    for (path, size) in [("small.txt", 10), ("large.bin", 200_000)] {
+        let req = s.request(Method::POST, &format!("/{}/storage/files/{path}", k.app));
+        s.send(s.as_app(&k, req.body(vec![b'x'; size])))
+            .await
+            .expect(200);
+    }
     let storage = s.data_dir().join("storage");
     let search = s.data_dir().join("search");
     assert_eq!((entries(&storage), entries(&search)), (1, 1));
@@ -683,6 +690,26 @@ async fn deleting_an_application_removes_its_instances_contents_and_keys() {
     s.admin(Method::GET, &format!("/_admin/apps/{}", k.app), None)
         .await
         .expect(404);
+    // Re-created under the same names, the application starts empty.
+    s.admin(
+        Method::POST,
+        "/_admin/apps",
+        Some(json!({"name": k.app, "account": k.account})),
+    )
+    .await
+    .expect(201);
+    let again = s.new_key(&k.account, &k.app).await;
+    let base = format!("/{}/storage/files", k.app);
+    s.send(s.as_app(&again, s.request(Method::PUT, &base)))
+        .await
+        .expect(201);
+    for path in ["small.txt", "large.bin"] {
+        let req = s.request(Method::GET, &format!("{base}/{path}"));
+        s.send(s.as_app(&again, req)).await.expect(404);
+    }
+    s.admin(Method::DELETE, &format!("/_admin/apps/{}", k.app), None)
+        .await
+        .expect(200);
     let r = s
         .admin(Method::DELETE, &format!("/_admin/apps/{}", k.app), None)
         .await
