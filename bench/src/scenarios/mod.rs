@@ -15,6 +15,7 @@ use crate::load::{self, LoadResult, LoadSpec, MakeReq, Req};
 
 mod ceiling;
 mod queue;
+mod storage;
 
 /// Every scenario, in report order.
 pub fn all() -> Vec<Box<dyn Scenario>> {
@@ -22,6 +23,9 @@ pub fn all() -> Vec<Box<dyn Scenario>> {
         Box::new(ceiling::Ceiling),
         Box::new(queue::Delivery(queue::Goal::Throughput)),
         Box::new(queue::Delivery(queue::Goal::Latency)),
+        Box::new(storage::Upload),
+        Box::new(storage::Download),
+        Box::new(storage::SmallGet),
     ]
 }
 

@@ -8,11 +8,15 @@
 //! - [`names`]: validated service types, instance and application names.
 //! - [`instance`]: instances and their per-type configuration.
 //! - [`ports`]: [`ports::Lifecycle`] plus one trait per service and the registry.
+//! - [`object`]: object paths, byte ranges and pre-signed URLs of the storage service.
 //! - [`clock`], [`id`], [`json`], [`hmac`]: time, identifiers, guards for untrusted JSON and
 //!   the signing primitive.
 //! - [`js_json`], [`delivery`]: JSON text as JavaScript writes it, and the rules of queue
 //!   deliveries (signature, retry schedule, forbidden targets).
+//! - [`accounts`], [`keys`], [`jwt`]: accounts and plans, access keys and connection
+//!   strings, and the HS256 tokens clients sign with them.
 
+pub mod accounts;
 pub mod clock;
 #[cfg(feature = "conformance")]
 pub mod conformance;
@@ -23,7 +27,10 @@ pub mod id;
 pub mod instance;
 pub mod js_json;
 pub mod json;
+pub mod jwt;
+pub mod keys;
 pub mod names;
+pub mod object;
 pub mod ports;
 
 pub use clock::{Clock, ManualClock, SystemClock};

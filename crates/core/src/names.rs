@@ -74,7 +74,7 @@ impl FromStr for ServiceType {
 }
 
 /// Checks the shared name rule: 1–64 bytes of `a-z 0-9 _ -`, first a letter or digit.
-fn check_name(what: &str, s: &str) -> Result<()> {
+pub(crate) fn check_name(what: &str, s: &str) -> Result<()> {
     if s.is_empty() || s.len() > MAX_NAME_LEN {
         return Err(Error::invalid(format!(
             "{what} name \"{s}\" must be 1 to {MAX_NAME_LEN} characters long"

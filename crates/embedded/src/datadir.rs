@@ -7,8 +7,10 @@
 //!   data.db           documents and indexes (SQLite)
 //!   cache.db          cache entries (SQLite)
 //!   queue.db          jobs (SQLite)
+//!   storage.db        object metadata: path → blob, size, type, etag (SQLite)
+//!   presign.key       the key that signs pre-signed storage URLs (mode 0600)
 //!   search/<id>/      one full-text index per search instance
-//!   storage/<id>/     one directory of objects per storage instance
+//!   storage/<id>/     one directory of blob files per storage instance
 //! ```
 
 use std::{

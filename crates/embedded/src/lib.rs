@@ -4,7 +4,7 @@
 //! - [`data::SqliteDocStore`], [`cache::SqliteCache`], [`queue::SqliteJobQueue`]: one SQLite
 //!   file each, one table per instance.
 //! - [`search::TantivySearchIndex`]: one index directory per instance.
-//! - [`storage::FsBlobStore`]: one directory of objects per instance.
+//! - [`storage::FsBlobStore`]: one directory of objects per instance, metadata in SQLite.
 //!
 //! SQLite files are reached through [`sqlite::SqliteDb`]: one writer thread per file that
 //! commits waiting writes together (group commit), and pooled readers. Adapters know
@@ -56,7 +56,7 @@ impl Embedded {
             cache: Arc::new(cache::SqliteCache::open(&dir.join("cache.db"))?),
             search: Arc::new(search::TantivySearchIndex::open(&dir.join("search"))?),
             queue: Arc::new(queue::SqliteJobQueue::open(&dir.join("queue.db"))?),
-            storage: Arc::new(storage::FsBlobStore::open(&dir.join("storage"))?),
+            storage: Arc::new(storage::FsBlobStore::open(dir.root(), Arc::clone(&clock))?),
             dir,
         })
     }

@@ -5,6 +5,8 @@ use std::{path::Path, sync::Arc};
 use async_trait::async_trait;
 use quintet_core::{
     AppName, Clock, Error, Instance, InstanceConfig, InstanceId, InstanceName, Result, ServiceType,
+    accounts::{Account, AccountName, AccountUsage, App, Plan},
+    keys::{AccessKey, KeyId, Secret},
     ports::registry::Registry,
 };
 use rusqlite::{Connection, OptionalExtension, Row, params};
@@ -107,6 +109,109 @@ fn get_instance(
     .optional()
     .map_err(sql_error)?
     .transpose()
+}
+
+fn account_usage_from_row(row: &Row<'_>) -> rusqlite::Result<Result<AccountUsage>> {
+    let name: String = row.get(0)?;
+    let plan: String = row.get(1)?;
+    let created_ms: i64 = row.get(2)?;
+    let apps: i64 = row.get(3)?;
+    Ok((|| {
+        Ok(AccountUsage {
+            account: Account {
+                name: name.parse()?,
+                plan: plan
+                    .parse()
+                    .map_err(|e| Error::internal(format!("account {name}: stored plan: {e}")))?,
+                created_ms,
+            },
+            apps: usize::try_from(apps).unwrap_or(0),
+        })
+    })())
+}
+
+const ACCOUNT_USAGE: &str = "SELECT a.name, a.plan, a.created_ms, \
+     (SELECT COUNT(*) FROM apps WHERE apps.account = a.name) FROM accounts a";
+
+fn get_account(conn: &Connection, name: &str) -> Result<Option<AccountUsage>> {
+    conn.prepare_cached(&format!("{ACCOUNT_USAGE} WHERE a.name = ?1"))
+        .map_err(sql_error)?
+        .query_row([name], account_usage_from_row)
+        .optional()
+        .map_err(sql_error)?
+        .transpose()
+}
+
+fn account_missing(name: &AccountName) -> Error {
+    Error::not_found(format!(
+        "account \"{name}\" does not exist; create it with POST /_admin/accounts"
+    ))
+}
+
+fn app_missing(name: &AppName) -> Error {
+    Error::not_found(format!(
+        "application \"{name}\" does not exist; create it with POST /_admin/apps"
+    ))
+}
+
+fn app_from_row(row: &Row<'_>) -> rusqlite::Result<Result<App>> {
+    let name: String = row.get(0)?;
+    let account: Option<String> = row.get(1)?;
+    let created_ms: i64 = row.get(2)?;
+    Ok((|| {
+        Ok(App {
+            name: AppName::from_stored(&name)?,
+            account: account.map(|a| a.parse()).transpose()?,
+            created_ms,
+        })
+    })())
+}
+
+fn get_app(conn: &Connection, name: &str) -> Result<Option<App>> {
+    conn.prepare_cached("SELECT name, account, created_ms FROM apps WHERE name = ?1")
+        .map_err(sql_error)?
+        .query_row([name], app_from_row)
+        .optional()
+        .map_err(sql_error)?
+        .transpose()
+}
+
+const KEY_COLUMNS: &str = "key, app, secret, created_ms, last_used_ms, revoked_ms";
+
+fn key_from_row(row: &Row<'_>) -> rusqlite::Result<Result<AccessKey>> {
+    let key: String = row.get(0)?;
+    let app: String = row.get(1)?;
+    let secret: String = row.get(2)?;
+    let created_ms: i64 = row.get(3)?;
+    let last_used_ms: Option<i64> = row.get(4)?;
+    let revoked_ms: Option<i64> = row.get(5)?;
+    Ok((|| {
+        Ok(AccessKey {
+            key: key.parse()?,
+            app: AppName::from_stored(&app)?,
+            secret: Secret::from_stored(secret),
+            created_ms,
+            last_used_ms,
+            revoked_ms,
+        })
+    })())
+}
+
+fn get_key(conn: &Connection, key: &str) -> Result<Option<AccessKey>> {
+    conn.prepare_cached(&format!("SELECT {KEY_COLUMNS} FROM keys WHERE key = ?1"))
+        .map_err(sql_error)?
+        .query_row([key], key_from_row)
+        .optional()
+        .map_err(sql_error)?
+        .transpose()
+}
+
+fn collect<T>(rows: impl Iterator<Item = rusqlite::Result<Result<T>>>) -> Result<Vec<T>> {
+    let mut out = Vec::new();
+    for row in rows {
+        out.push(row.map_err(sql_error)??);
+    }
+    Ok(out)
 }
 
 #[async_trait]
@@ -213,6 +318,274 @@ impl Registry for SqliteRegistry {
                     out.push(row.map_err(sql_error)??);
                 }
                 Ok(out)
+            })
+            .await
+    }
+
+    async fn create_account(&self, name: &AccountName, plan: Plan) -> Result<Account> {
+        let name = name.clone();
+        let created_ms = self.clock.now_ms();
+        self.db
+            .write(move |conn| {
+                conn.prepare_cached(
+                    "INSERT INTO accounts (name, plan, created_ms) VALUES (?1, ?2, ?3)",
+                )
+                .and_then(|mut s| s.execute(params![name.as_str(), plan.as_str(), created_ms]))
+                .map_err(|e| {
+                    if is_unique_violation(&e) {
+                        Error::conflict(format!("account \"{name}\" already exists"))
+                    } else {
+                        sql_error(e)
+                    }
+                })?;
+                Ok(Account {
+                    name,
+                    plan,
+                    created_ms,
+                })
+            })
+            .await
+    }
+
+    async fn get_account(&self, name: &AccountName) -> Result<Option<AccountUsage>> {
+        let name = name.clone();
+        self.db
+            .read(move |conn| get_account(conn, name.as_str()))
+            .await
+    }
+
+    async fn list_accounts(&self) -> Result<Vec<AccountUsage>> {
+        self.db
+            .read(|conn| {
+                let mut stmt = conn
+                    .prepare_cached(&format!("{ACCOUNT_USAGE} ORDER BY a.name"))
+                    .map_err(sql_error)?;
+                let rows = stmt
+                    .query_map([], account_usage_from_row)
+                    .map_err(sql_error)?;
+                collect(rows)
+            })
+            .await
+    }
+
+    async fn set_plan(&self, name: &AccountName, plan: Plan) -> Result<Account> {
+        let name = name.clone();
+        self.db
+            .write(move |conn| {
+                let usage =
+                    get_account(conn, name.as_str())?.ok_or_else(|| account_missing(&name))?;
+                plan.check_downgrade(&name, usage.apps)?;
+                conn.prepare_cached("UPDATE accounts SET plan = ?2 WHERE name = ?1")
+                    .and_then(|mut s| s.execute(params![name.as_str(), plan.as_str()]))
+                    .map_err(sql_error)?;
+                Ok(Account {
+                    plan,
+                    ..usage.account
+                })
+            })
+            .await
+    }
+
+    async fn create_app(&self, name: &AppName, account: &AccountName) -> Result<App> {
+        let (name, account) = (name.clone(), account.clone());
+        let created_ms = self.clock.now_ms();
+        self.db
+            .write(move |conn| {
+                // Count and insert in one transaction of the single writer: concurrent
+                // creations cannot both see room for one more.
+                let usage = get_account(conn, account.as_str())?
+                    .ok_or_else(|| account_missing(&account))?;
+                if get_app(conn, name.as_str())?.is_some() {
+                    return Err(Error::conflict(format!(
+                        "application \"{name}\" already exists; application names are unique \
+                         across all accounts"
+                    )));
+                }
+                usage.account.plan.check_new_app(&account, usage.apps)?;
+                conn.prepare_cached(
+                    "INSERT INTO apps (name, account, created_ms) VALUES (?1, ?2, ?3)",
+                )
+                .and_then(|mut s| s.execute(params![name.as_str(), account.as_str(), created_ms]))
+                .map_err(sql_error)?;
+                Ok(App {
+                    name,
+                    account: Some(account),
+                    created_ms,
+                })
+            })
+            .await
+    }
+
+    async fn get_app(&self, name: &AppName) -> Result<Option<App>> {
+        let name = name.clone();
+        self.db.read(move |conn| get_app(conn, name.as_str())).await
+    }
+
+    async fn list_apps(&self, account: Option<&AccountName>) -> Result<Vec<App>> {
+        let account = account.cloned();
+        self.db
+            .read(move |conn| {
+                if let Some(a) = &account
+                    && get_account(conn, a.as_str())?.is_none()
+                {
+                    return Err(account_missing(a));
+                }
+                let mut stmt = conn
+                    .prepare_cached(
+                        "SELECT name, account, created_ms FROM apps \
+                         WHERE account IS NOT NULL AND (?1 IS NULL OR account = ?1) \
+                         ORDER BY name",
+                    )
+                    .map_err(sql_error)?;
+                let rows = stmt
+                    .query_map([account.as_ref().map(|a| a.as_str())], app_from_row)
+                    .map_err(sql_error)?;
+                collect(rows)
+            })
+            .await
+    }
+
+    async fn delete_app(&self, name: &AppName) -> Result<(App, Vec<Instance>)> {
+        if name.is_domain() {
+            return Err(Error::invalid(
+                "the built-in domain application cannot be deleted",
+            ));
+        }
+        let name = name.clone();
+        self.db
+            .write(move |conn| {
+                let app = get_app(conn, name.as_str())?.ok_or_else(|| app_missing(&name))?;
+                let instances = {
+                    let mut stmt = conn
+                        .prepare_cached(&format!(
+                            "SELECT {INSTANCE_COLUMNS} FROM instances WHERE app = ?1 \
+                             ORDER BY type, name"
+                        ))
+                        .map_err(sql_error)?;
+                    let rows = stmt
+                        .query_map([name.as_str()], instance_from_row)
+                        .map_err(sql_error)?;
+                    collect(rows)?
+                };
+                // Explicit deletes rather than relying on ON DELETE CASCADE alone, so the
+                // outcome does not depend on the connection's foreign-key setting.
+                for sql in [
+                    "DELETE FROM instances WHERE app = ?1",
+                    "DELETE FROM keys WHERE app = ?1",
+                    "DELETE FROM apps WHERE name = ?1",
+                ] {
+                    conn.prepare_cached(sql)
+                        .and_then(|mut s| s.execute([name.as_str()]))
+                        .map_err(sql_error)?;
+                }
+                Ok((app, instances))
+            })
+            .await
+    }
+
+    async fn create_key(&self, app: &AppName) -> Result<AccessKey> {
+        if app.is_domain() {
+            return Err(Error::invalid(
+                "the built-in domain application has no access keys; the domain form is \
+                 authenticated by the server's --auth setting",
+            ));
+        }
+        let key = AccessKey::generate(app, self.clock.now_ms())?;
+        self.db
+            .write(move |conn| {
+                if get_app(conn, key.app.as_str())?.is_none() {
+                    return Err(app_missing(&key.app));
+                }
+                conn.prepare_cached(
+                    "INSERT INTO keys (key, app, secret, created_ms) VALUES (?1, ?2, ?3, ?4)",
+                )
+                .and_then(|mut s| {
+                    s.execute(params![
+                        key.key.as_str(),
+                        key.app.as_str(),
+                        key.secret.expose(),
+                        key.created_ms
+                    ])
+                })
+                .map_err(|e| {
+                    if is_unique_violation(&e) {
+                        // 96 random bits: a collision is a broken random source.
+                        Error::internal("a generated key id already exists")
+                    } else {
+                        sql_error(e)
+                    }
+                })?;
+                Ok(key)
+            })
+            .await
+    }
+
+    async fn get_key(&self, key: &KeyId) -> Result<Option<AccessKey>> {
+        let key = key.clone();
+        self.db.read(move |conn| get_key(conn, key.as_str())).await
+    }
+
+    async fn list_keys(&self, app: &AppName) -> Result<Vec<AccessKey>> {
+        let app = app.clone();
+        self.db
+            .read(move |conn| {
+                if get_app(conn, app.as_str())?.is_none() {
+                    return Err(app_missing(&app));
+                }
+                let mut stmt = conn
+                    .prepare_cached(&format!(
+                        "SELECT {KEY_COLUMNS} FROM keys WHERE app = ?1 ORDER BY created_ms, rowid"
+                    ))
+                    .map_err(sql_error)?;
+                let rows = stmt
+                    .query_map([app.as_str()], key_from_row)
+                    .map_err(sql_error)?;
+                collect(rows)
+            })
+            .await
+    }
+
+    async fn revoke_key(&self, app: &AppName, key: &KeyId) -> Result<AccessKey> {
+        let (app, key) = (app.clone(), key.clone());
+        let now = self.clock.now_ms();
+        self.db
+            .write(move |conn| {
+                let found = get_key(conn, key.as_str())?
+                    .filter(|k| k.app == app)
+                    .ok_or_else(|| {
+                        Error::not_found(format!("application \"{app}\" has no key \"{key}\""))
+                    })?;
+                if found.is_revoked() {
+                    return Ok(found);
+                }
+                conn.prepare_cached("UPDATE keys SET revoked_ms = ?2 WHERE key = ?1")
+                    .and_then(|mut s| s.execute(params![key.as_str(), now]))
+                    .map_err(sql_error)?;
+                Ok(AccessKey {
+                    revoked_ms: Some(now),
+                    ..found
+                })
+            })
+            .await
+    }
+
+    async fn record_key_use(&self, uses: &[(KeyId, i64)]) -> Result<()> {
+        if uses.is_empty() {
+            return Ok(());
+        }
+        let uses = uses.to_vec();
+        self.db
+            .write(move |conn| {
+                let mut stmt = conn
+                    .prepare_cached(
+                        "UPDATE keys SET last_used_ms = MAX(COALESCE(last_used_ms, ?2), ?2) \
+                         WHERE key = ?1",
+                    )
+                    .map_err(sql_error)?;
+                for (key, at) in &uses {
+                    stmt.execute(params![key.as_str(), at]).map_err(sql_error)?;
+                }
+                Ok(())
             })
             .await
     }

@@ -43,3 +43,9 @@ async fn queue() {
     let (_dir, e) = open();
     conformance::queue::run_all(&*e.queue).await;
 }
+
+#[tokio::test]
+async fn storage() {
+    let (_dir, e) = open();
+    conformance::storage::run_all(&*e.storage).await;
+}

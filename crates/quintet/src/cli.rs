@@ -12,7 +12,11 @@ use std::{
 
 use anyhow::{Context, bail};
 use clap::{Args, Parser, Subcommand, ValueEnum};
+use quintet_core::keys::Secret;
+use quintet_server::config::{DomainAuth, TlsFiles};
 use serde::Deserialize;
+
+use crate::admin;
 
 /// quintet: data, cache, search, queue and storage for applications, in one program.
 #[derive(Debug, Parser)]
@@ -28,6 +32,27 @@ pub struct Cli {
 pub enum Command {
     /// Run the HTTP server.
     Serve(ServeArgs),
+    /// Manage accounts (and their plans) on a running server.
+    #[command(subcommand)]
+    Account(admin::AccountCommand),
+    /// Manage applications on a running server.
+    #[command(subcommand)]
+    App(admin::AppCommand),
+    /// Manage the access keys of an application on a running server.
+    #[command(subcommand)]
+    Key(admin::KeyCommand),
+    /// Print an access token signed with a key's connection string (for curl and scripts).
+    Token(crate::token::TokenArgs),
+}
+
+/// How domain-form requests are authenticated.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum AuthMode {
+    /// No authentication; only loopback addresses unless --insecure-no-auth.
+    None,
+    /// HS256 JWTs signed with --jwt-secret.
+    Jwt,
 }
 
 /// Log output format.
@@ -73,6 +98,49 @@ pub struct ServeArgs {
     #[arg(long, env = "QUINTET_PUBLIC_URL", value_name = "URL")]
     pub public_url: Option<String>,
 
+    /// How domain-form requests are authenticated: `none`, or `jwt` (HS256 tokens signed
+    /// with --jwt-secret). The application form always needs a token signed with one of the
+    /// application's keys [default: none]
+    #[arg(long, env = "QUINTET_AUTH", value_name = "MODE")]
+    pub auth: Option<AuthMode>,
+
+    /// With --auth jwt: the HMAC secret domain-form tokens are signed with (at least 32
+    /// bytes)
+    #[arg(
+        long,
+        env = "QUINTET_JWT_SECRET",
+        value_name = "SECRET",
+        hide_env_values = true
+    )]
+    pub jwt_secret: Option<String>,
+
+    /// With --auth jwt: the `sub` claim domain-form tokens must carry [default: any]
+    #[arg(long, env = "QUINTET_JWT_SUB", value_name = "SUB")]
+    pub jwt_sub: Option<String>,
+
+    /// With --auth none: listen on a non-loopback address anyway (only when something in
+    /// front of quintet authenticates requests)
+    #[arg(long, env = "QUINTET_INSECURE_NO_AUTH")]
+    pub insecure_no_auth: bool,
+
+    /// Bearer token of the admin API (/_admin), at least 16 characters [default: generated
+    /// on first start, printed once and kept in <data-dir>/admin-token]
+    #[arg(
+        long,
+        env = "QUINTET_ADMIN_TOKEN",
+        value_name = "TOKEN",
+        hide_env_values = true
+    )]
+    pub admin_token: Option<String>,
+
+    /// PEM certificate chain to serve HTTPS with (needs --tls-key) [default: plain HTTP]
+    #[arg(long, env = "QUINTET_TLS_CERT", value_name = "FILE")]
+    pub tls_cert: Option<PathBuf>,
+
+    /// PEM private key of --tls-cert
+    #[arg(long, env = "QUINTET_TLS_KEY", value_name = "FILE")]
+    pub tls_key: Option<PathBuf>,
+
     /// Refuse queue targets on loopback, private and link-local addresses, when a queue is
     /// created and at every delivery (after DNS resolution) [default: false]
     #[arg(long, env = "QUINTET_QUEUE_DENY_PRIVATE", value_name = "BOOL",
@@ -96,18 +164,31 @@ pub struct ServeArgs {
 /// The TOML file: the same settings as the flags, all optional.
 #[derive(Debug, Default, Deserialize)]
 #[serde(deny_unknown_fields)]
-struct FileConfig {
-    listen: Option<SocketAddr>,
-    data_dir: Option<PathBuf>,
+pub(crate) struct FileConfig {
+    pub(crate) listen: Option<SocketAddr>,
+    pub(crate) data_dir: Option<PathBuf>,
     max_body_bytes: Option<usize>,
     max_json_depth: Option<usize>,
     shutdown_timeout: Option<u64>,
     public_url: Option<String>,
+    auth: Option<AuthMode>,
+    jwt_secret: Option<String>,
+    jwt_sub: Option<String>,
+    insecure_no_auth: Option<bool>,
+    pub(crate) admin_token: Option<String>,
+    pub(crate) tls_cert: Option<PathBuf>,
+    tls_key: Option<PathBuf>,
     queue_deny_private: Option<bool>,
     queue_backoff_ms: Option<u64>,
     log: Option<String>,
     log_format: Option<LogFormat>,
 }
+
+/// Shortest admin token accepted.
+pub const MIN_ADMIN_TOKEN_LEN: usize = 16;
+
+/// Shortest JWT secret accepted (RFC 7518: an HS256 key is at least as long as the hash).
+pub const MIN_JWT_SECRET_LEN: usize = 32;
 
 /// Everything `quintet serve` needs, each setting resolved.
 #[derive(Debug, Clone)]
@@ -144,9 +225,38 @@ impl ServeArgs {
         if max_body_bytes == 0 {
             bail!("max-body-bytes must be at least 1");
         }
+        let listen = self.listen.or(file.listen).unwrap_or(defaults.listen);
+        let domain_auth = domain_auth(
+            self.auth.or(file.auth).unwrap_or(AuthMode::None),
+            self.jwt_secret.or(file.jwt_secret),
+            self.jwt_sub.or(file.jwt_sub),
+        )?;
+        let insecure_no_auth = self.insecure_no_auth || file.insecure_no_auth.unwrap_or(false);
+        if domain_auth == DomainAuth::None && !listen.ip().is_loopback() && !insecure_no_auth {
+            bail!(
+                "refusing to listen on {listen} without authentication: with --auth none (the \
+                 default) anyone who reaches that address can read and change every \
+                 domain-form instance. Use --auth jwt with --jwt-secret, listen on a loopback \
+                 address such as 127.0.0.1, or pass --insecure-no-auth when something in front \
+                 of quintet authenticates requests"
+            );
+        }
+        let admin_token = self
+            .admin_token
+            .or(file.admin_token)
+            .map(|t| check_admin_token(&t))
+            .transpose()?;
+        let tls = match (
+            self.tls_cert.or(file.tls_cert),
+            self.tls_key.or(file.tls_key),
+        ) {
+            (Some(cert), Some(key)) => Some(TlsFiles { cert, key }),
+            (None, None) => None,
+            _ => bail!("--tls-cert and --tls-key go together: give both files, or neither"),
+        };
         Ok(ServeConfig {
             server: quintet_server::Config {
-                listen: self.listen.or(file.listen).unwrap_or(defaults.listen),
+                listen,
                 max_body_bytes,
                 max_json_depth,
                 shutdown_timeout: self
@@ -159,6 +269,9 @@ impl ServeArgs {
                     .or(file.public_url)
                     .map(|u| check_public_url(&u))
                     .transpose()?,
+                domain_auth,
+                admin_token,
+                tls,
                 queue_deny_private: self
                     .queue_deny_private
                     .or(file.queue_deny_private)
@@ -182,6 +295,57 @@ impl ServeArgs {
     }
 }
 
+/// The domain auth mode with its settings, checked for consistency.
+fn domain_auth(
+    mode: AuthMode,
+    secret: Option<String>,
+    sub: Option<String>,
+) -> anyhow::Result<DomainAuth> {
+    match mode {
+        AuthMode::None => {
+            if secret.is_some() || sub.is_some() {
+                bail!(
+                    "--jwt-secret and --jwt-sub only apply with --auth jwt; add --auth jwt to \
+                     require tokens on the domain form"
+                );
+            }
+            Ok(DomainAuth::None)
+        }
+        AuthMode::Jwt => {
+            let Some(secret) = secret else {
+                bail!(
+                    "--auth jwt needs --jwt-secret, the secret domain-form tokens are signed with"
+                );
+            };
+            if secret.len() < MIN_JWT_SECRET_LEN {
+                bail!(
+                    "--jwt-secret must be at least {MIN_JWT_SECRET_LEN} bytes long for HS256 \
+                     (it has {})",
+                    secret.len()
+                );
+            }
+            if sub.as_deref() == Some("") {
+                bail!("--jwt-sub must not be empty; leave it out to accept any sub");
+            }
+            Ok(DomainAuth::Jwt {
+                secret: Secret::from_stored(secret),
+                sub,
+            })
+        }
+    }
+}
+
+/// An admin token long enough, and fit for an HTTP header.
+fn check_admin_token(token: &str) -> anyhow::Result<Secret> {
+    if token.len() < MIN_ADMIN_TOKEN_LEN {
+        bail!("--admin-token must be at least {MIN_ADMIN_TOKEN_LEN} characters long");
+    }
+    if !token.bytes().all(|b| b.is_ascii_graphic()) {
+        bail!("--admin-token must be visible ASCII characters without spaces");
+    }
+    Ok(Secret::from_stored(token))
+}
+
 /// An absolute http(s) URL, returned without a trailing slash.
 fn check_public_url(url: &str) -> anyhow::Result<String> {
     let trimmed = url.trim_end_matches('/');
@@ -198,7 +362,8 @@ fn check_public_url(url: &str) -> anyhow::Result<String> {
     Ok(trimmed.to_owned())
 }
 
-fn read_file(path: &Path) -> anyhow::Result<FileConfig> {
+/// Read and check the TOML file at `path`.
+pub(crate) fn read_file(path: &Path) -> anyhow::Result<FileConfig> {
     let text = std::fs::read_to_string(path)
         .with_context(|| format!("cannot read config file {}", path.display()))?;
     toml::from_str(&text).with_context(|| format!("config file {} is not valid", path.display()))
@@ -214,6 +379,7 @@ mod tests {
         argv.extend_from_slice(args);
         match Cli::try_parse_from(argv).unwrap().command {
             Command::Serve(a) => a,
+            other => panic!("not serve: {other:?}"),
         }
     }
 
@@ -300,5 +466,85 @@ mod tests {
     fn zero_limits_are_refused() {
         assert!(parse(&["--max-json-depth", "0"]).resolve().is_err());
         assert!(parse(&["--max-body-bytes", "0"]).resolve().is_err());
+    }
+
+    #[test]
+    fn no_auth_refuses_non_loopback_addresses_unless_told() {
+        let err = parse(&["--listen", "0.0.0.0:6363"]).resolve().unwrap_err();
+        assert!(
+            format!("{err}").contains("refusing to listen on 0.0.0.0:6363"),
+            "{err}"
+        );
+        assert!(
+            parse(&["--listen", "0.0.0.0:6363", "--insecure-no-auth"])
+                .resolve()
+                .is_ok()
+        );
+        assert!(parse(&["--listen", "[::1]:6363"]).resolve().is_ok());
+        let secret = "s".repeat(32);
+        let c = parse(&[
+            "--listen",
+            "0.0.0.0:6363",
+            "--auth",
+            "jwt",
+            "--jwt-secret",
+            &secret,
+        ])
+        .resolve()
+        .unwrap();
+        assert_eq!(
+            c.server.domain_auth,
+            DomainAuth::Jwt {
+                secret: Secret::from_stored(secret),
+                sub: None
+            }
+        );
+    }
+
+    #[test]
+    fn jwt_settings_are_checked() {
+        let msg = |args: &[&str]| format!("{}", parse(args).resolve().unwrap_err());
+        assert!(msg(&["--auth", "jwt"]).contains("needs --jwt-secret"));
+        assert!(msg(&["--auth", "jwt", "--jwt-secret", "short"]).contains("at least 32 bytes"));
+        assert!(msg(&["--jwt-secret", &"s".repeat(32)]).contains("only apply with --auth jwt"));
+        assert!(msg(&["--jwt-sub", "me"]).contains("only apply with --auth jwt"));
+    }
+
+    #[test]
+    fn auth_settings_come_from_the_file_too() {
+        let f = toml_file(&format!(
+            "auth = \"jwt\"\njwt_secret = \"{}\"\njwt_sub = \"svc\"\nadmin_token = \"{}\"\n",
+            "j".repeat(40),
+            "a".repeat(20)
+        ));
+        let c = parse(&["--config", f.path().to_str().unwrap()])
+            .resolve()
+            .unwrap();
+        assert!(matches!(
+            c.server.domain_auth,
+            DomainAuth::Jwt { ref sub, .. } if sub.as_deref() == Some("svc")
+        ));
+        assert_eq!(
+            c.server.admin_token,
+            Some(Secret::from_stored("a".repeat(20)))
+        );
+    }
+
+    #[test]
+    fn admin_tokens_and_tls_files_are_checked() {
+        let msg = |args: &[&str]| format!("{}", parse(args).resolve().unwrap_err());
+        assert!(msg(&["--admin-token", "short"]).contains("at least 16"));
+        assert!(msg(&["--admin-token", "with spaces in it ok"]).contains("visible ASCII"));
+        assert!(msg(&["--tls-cert", "c.pem"]).contains("go together"));
+        let c = parse(&["--tls-cert", "c.pem", "--tls-key", "k.pem"])
+            .resolve()
+            .unwrap();
+        assert_eq!(
+            c.server.tls,
+            Some(TlsFiles {
+                cert: "c.pem".into(),
+                key: "k.pem".into()
+            })
+        );
     }
 }

@@ -1,6 +1,9 @@
-//! The `quintet` program as a library: configuration ([`cli`]) and node assembly
-//! ([`node`]). `main.rs` only parses arguments and calls into here; the test harness does
-//! the same in-process.
+//! The `quintet` program as a library: configuration ([`cli`]), node assembly ([`node`])
+//! and the admin commands ([`admin`], [`admin_token`], [`token`]). `main.rs` only parses arguments and
+//! calls into here; the test harness does the same in-process.
 
+pub mod admin;
+pub mod admin_token;
 pub mod cli;
 pub mod node;
+pub mod token;

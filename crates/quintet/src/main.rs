@@ -5,6 +5,7 @@ use std::{io::IsTerminal, process::ExitCode, sync::Arc};
 use anyhow::Context;
 use clap::Parser;
 use quintet::{
+    admin, admin_token,
     cli::{Cli, Command, LogFormat, ServeConfig},
     node::Node,
 };
@@ -15,6 +16,10 @@ fn main() -> ExitCode {
     let cli = Cli::parse();
     let result = match cli.command {
         Command::Serve(args) => args.resolve().and_then(serve),
+        Command::Account(cmd) => admin::run_account(cmd),
+        Command::App(cmd) => admin::run_app(cmd),
+        Command::Key(cmd) => admin::run_key(cmd),
+        Command::Token(args) => quintet::token::run(args),
     };
     match result {
         Ok(()) => ExitCode::SUCCESS,
@@ -47,8 +52,16 @@ async fn serve(config: ServeConfig) -> anyhow::Result<()> {
         .await
         .with_context(|| format!("cannot listen on {}", config.server.listen))?;
     let addr = listener.local_addr()?;
+    if let Some(token) = node.generated_admin_token() {
+        // Printed, not logged: logs must not carry secrets. Shown on the first start only.
+        println!(
+            "quintet admin token (shown once, kept in {}): {}",
+            admin_token::path(&config.data_dir).display(),
+            token.expose()
+        );
+    }
     // Tests and scripts read this line to learn the port when listening on port 0.
-    println!("quintet listening on http://{addr}");
+    println!("quintet listening on {}://{addr}", node.scheme());
     tracing::info!(%addr, data_dir = %config.data_dir.display(), "quintet started");
     node.serve(listener, shutdown_signal()).await?;
     tracing::info!("quintet stopped");

@@ -1,7 +1,9 @@
 //! The server's validated configuration. Built by the binary from flags, environment and
 //! an optional TOML file; every setting has a value here.
 
-use std::{net::SocketAddr, time::Duration};
+use std::{net::SocketAddr, path::PathBuf, time::Duration};
+
+use quintet_core::keys::Secret;
 
 /// Default address: loopback only, hyper's port.
 pub const DEFAULT_LISTEN: &str = "127.0.0.1:6363";
@@ -33,6 +35,39 @@ pub struct Config {
     /// Delay before the first retry of an unreachable queue worker; it doubles with each
     /// further retry (with jitter), up to an hour.
     pub queue_backoff: Duration,
+    /// How requests of the domain form are authenticated.
+    pub domain_auth: DomainAuth,
+    /// The bearer token of the admin API (`/_admin/...`); `None` refuses every admin call.
+    pub admin_token: Option<Secret>,
+    /// Certificate chain and private key for HTTPS; plain HTTP when absent.
+    pub tls: Option<TlsFiles>,
+}
+
+/// How requests of the domain form (`/<type>/<instance>/...`) are authenticated. The
+/// application form always needs a token signed with one of the application's keys.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub enum DomainAuth {
+    /// No authentication (the default); the binary then listens on loopback addresses only
+    /// unless told otherwise.
+    #[default]
+    None,
+    /// `Authorization: Bearer <JWT>`, HS256, signed with `secret`; when `sub` is set, the
+    /// token's `sub` must equal it.
+    Jwt {
+        /// The HMAC key, its UTF-8 bytes as written.
+        secret: Secret,
+        /// The required `sub` claim, if any.
+        sub: Option<String>,
+    },
+}
+
+/// PEM files for HTTPS.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct TlsFiles {
+    /// The certificate chain, leaf first.
+    pub cert: PathBuf,
+    /// The private key (PKCS#8, PKCS#1 or SEC1).
+    pub key: PathBuf,
 }
 
 impl Default for Config {
@@ -45,6 +80,9 @@ impl Default for Config {
             public_url: None,
             queue_deny_private: false,
             queue_backoff: DEFAULT_QUEUE_BACKOFF,
+            domain_auth: DomainAuth::None,
+            admin_token: None,
+            tls: None,
         }
     }
 }

@@ -160,8 +160,8 @@ impl<S: Send + Sync> FromRequestParts<S> for LegacyGet {
     }
 }
 
-/// Where clients reach this server: the configured public URL, else `http://` and the
-/// request's `Host` header. For absolute URLs the server hands out.
+/// Where clients reach this server: the configured public URL, else `http://` (`https://`
+/// when serving TLS) and the request's `Host` header. For absolute URLs the server hands out.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct BaseUrl(pub String);
 
@@ -185,6 +185,11 @@ impl FromRequestParts<AppState> for BaseUrl {
                         .into(),
                 ))
             })?;
-        Ok(BaseUrl(format!("http://{host}")))
+        let scheme = if state.config.tls.is_some() {
+            "https"
+        } else {
+            "http"
+        };
+        Ok(BaseUrl(format!("{scheme}://{host}")))
     }
 }

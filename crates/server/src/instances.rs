@@ -6,7 +6,9 @@ use std::{
     sync::{Arc, RwLock},
 };
 
-use quintet_core::{AppName, Error, Instance, InstanceConfig, InstanceName, Result, ServiceType};
+use quintet_core::{
+    AppName, Error, Instance, InstanceConfig, InstanceName, Result, ServiceType, accounts::App,
+};
 
 use crate::{dispatch::Dispatcher, state::Services};
 
@@ -147,5 +149,39 @@ impl Instances {
             .drop_instance(&instance)
             .await?;
         Ok(instance)
+    }
+
+    /// Forget the application with its keys and instance records (it is gone for every
+    /// request from then on) and return it with its instances, whose contents the caller
+    /// then removes with [`Instances::drop_contents`]. A crash in between leaves contents
+    /// that the start-up sweep removes.
+    pub async fn delete_app(&self, app: &AppName) -> Result<(App, Vec<Instance>)> {
+        let deleted = self.services.registry.delete_app(app).await;
+        if let Ok(mut cache) = self.cache.write() {
+            cache.remove(app.as_str());
+        }
+        deleted
+    }
+
+    /// Remove the contents of instances already removed from the registry. Tries every
+    /// instance and reports the first failure.
+    pub async fn drop_contents(&self, instances: &[Instance]) -> Result<()> {
+        let mut first = Ok(());
+        for instance in instances {
+            if instance.kind() == ServiceType::Queue {
+                // No delivery of the queue may run once its contents are dropped.
+                self.dispatcher.forget(instance.id).await;
+            }
+            let dropped = self
+                .services
+                .lifecycle(instance.kind())
+                .drop_instance(instance)
+                .await;
+            if let Err(e) = dropped {
+                tracing::error!(error = %e, instance = %instance.id, "dropping an instance's contents");
+                first = first.and(Err(e));
+            }
+        }
+        first
     }
 }

@@ -2,12 +2,14 @@
 //!
 //! A request passes, outermost first: [`middleware::observe`] (request id, log line,
 //! metrics) → CORS → [`middleware::json_errors`] → [`scope::resolve_scope`] (application
-//! form → domain form) → the router of [`routes`], whose handlers extract a typed instance
+//! form → domain form) → [`auth::authorize`] (401/403, or the caller's
+//! [`auth::Principal`]) → the router of [`routes`], whose handlers extract a typed instance
 //! ([`extract::Inst`]), call one port, and shape the answer ([`reply`]). Errors become
 //! statuses in exactly one place, [`error::status_of`].
 //!
 //! The crate knows no engine: it receives its ports as trait objects in [`Services`].
 
+pub mod auth;
 pub mod config;
 pub mod dispatch;
 pub mod error;
@@ -19,12 +21,14 @@ pub mod reply;
 mod routes;
 pub mod scope;
 pub mod state;
+pub mod tls;
 
 use std::{convert::Infallible, future::Future, sync::Arc};
 
 use axum::{extract::Request, response::Response, serve::ListenerExt};
 use quintet_core::{Error, Result};
 use tokio::net::TcpListener;
+use tokio_rustls::rustls::ServerConfig;
 use tower::{Service, ServiceBuilder, util::MapRequestLayer};
 
 pub use config::Config;
@@ -44,23 +48,57 @@ pub fn app(
         .layer(middleware::cors())
         .layer(axum::middleware::from_fn(middleware::json_errors))
         .layer(MapRequestLayer::new(scope::resolve_scope))
+        .layer(axum::middleware::from_fn_with_state(
+            Arc::clone(&state.auth),
+            auth::authorize,
+        ))
         .service(router)
 }
 
 /// Prepare the stores for serving: remove contents of instances destroyed by an
-/// interrupted request before the last shutdown.
+/// interrupted request before the last shutdown; start recording key use.
 pub async fn startup(state: &AppState) -> Result<()> {
-    state.services.sweep().await
+    state.services.sweep().await?;
+    state.auth.keys.start_flusher();
+    Ok(())
 }
 
-/// Serve `state` on `listener` until `shutdown` resolves; then let in-flight requests and
-/// queue deliveries finish for up to the configured timeout, and close every store.
+/// Serve `state` on `listener` (HTTPS when `tls` is given, see [`tls::load`]) until
+/// `shutdown` resolves; then let in-flight requests and queue deliveries finish for up to
+/// the configured timeout, and close every store.
 pub async fn serve(
     listener: TcpListener,
+    tls: Option<Arc<ServerConfig>>,
     state: AppState,
     shutdown: impl Future<Output = ()> + Send + 'static,
 ) -> Result<()> {
     state.dispatcher.start().await?;
+    match tls {
+        Some(config) => {
+            let listener = tls::TlsListener::new(listener, config)
+                .map_err(|e| Error::internal(format!("TLS listener: {e}")))?;
+            serve_on(listener, state, shutdown).await
+        }
+        None => {
+            let listener = listener.tap_io(|tcp| {
+                if let Err(e) = tcp.set_nodelay(true) {
+                    tracing::debug!(error = %e, "TCP_NODELAY");
+                }
+            });
+            serve_on(listener, state, shutdown).await
+        }
+    }
+}
+
+async fn serve_on<L>(
+    listener: L,
+    state: AppState,
+    shutdown: impl Future<Output = ()> + Send + 'static,
+) -> Result<()>
+where
+    L: axum::serve::Listener,
+    L::Addr: std::fmt::Debug,
+{
     let (stopping_tx, stopping_rx) = tokio::sync::oneshot::channel::<()>();
     let dispatcher = Arc::clone(&state.dispatcher);
     let signal = async move {
@@ -69,11 +107,6 @@ pub async fn serve(
         dispatcher.begin_shutdown();
         let _ = stopping_tx.send(());
     };
-    let listener = listener.tap_io(|tcp| {
-        if let Err(e) = tcp.set_nodelay(true) {
-            tracing::debug!(error = %e, "TCP_NODELAY");
-        }
-    });
     let make = axum::ServiceExt::<Request>::into_make_service(app(state.clone()));
     let server = axum::serve(listener, make).with_graceful_shutdown(signal);
     let grace = state.config.shutdown_timeout;
@@ -89,5 +122,8 @@ pub async fn serve(
         () = deadline => tracing::warn!(?grace, "shutdown timeout: dropping unfinished requests"),
     }
     state.dispatcher.finish().await;
+    if let Err(e) = state.auth.keys.close().await {
+        tracing::error!(error = %e, "recording when access keys were last used failed");
+    }
     state.services.close().await
 }

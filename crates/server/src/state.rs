@@ -4,10 +4,12 @@ use std::sync::Arc;
 
 use quintet_core::{
     Clock, Result, ServiceType, SystemClock,
-    ports::{Lifecycle, queue::JobQueue, registry::Registry},
+    ports::{Lifecycle, queue::JobQueue, registry::Registry, storage::ObjectStorage},
 };
 
-use crate::{config::Config, dispatch::Dispatcher, instances::Instances, metrics::Metrics};
+use crate::{
+    auth::Auth, config::Config, dispatch::Dispatcher, instances::Instances, metrics::Metrics,
+};
 
 /// One adapter per port, chosen by the binary.
 #[derive(Debug, Clone)]
@@ -22,8 +24,8 @@ pub struct Services {
     pub search: Arc<dyn Lifecycle>,
     /// Jobs.
     pub queue: Arc<dyn JobQueue>,
-    /// Objects.
-    pub storage: Arc<dyn Lifecycle>,
+    /// Objects and their pre-signed URLs.
+    pub storage: Arc<dyn ObjectStorage>,
 }
 
 impl Services {
@@ -84,6 +86,8 @@ pub struct AppState {
     pub config: Arc<Config>,
     /// Request counters.
     pub metrics: Arc<Metrics>,
+    /// Credentials: the admin token, the domain auth mode, access keys.
+    pub auth: Arc<Auth>,
     /// The source of time.
     pub clock: Arc<dyn Clock>,
     /// Delivers queued jobs to workers.
@@ -96,9 +100,15 @@ impl AppState {
         Self::with_clock(services, config, Arc::new(SystemClock))
     }
 
-    /// State over `services` with `config`, taking time from `clock`.
+    /// State over `services` with `config`, reading time from `clock`.
     pub fn with_clock(services: Services, config: Config, clock: Arc<dyn Clock>) -> Self {
         let services = Arc::new(services);
+        let auth = Auth::new(
+            config.domain_auth.clone(),
+            config.admin_token.clone(),
+            Arc::clone(&services.registry),
+            Arc::clone(&clock),
+        );
         let dispatcher = Arc::new(Dispatcher::new(
             Arc::clone(&services.queue),
             Arc::clone(&services.registry),
@@ -113,6 +123,7 @@ impl AppState {
             services,
             config: Arc::new(config),
             metrics: Arc::new(Metrics::default()),
+            auth: Arc::new(auth),
             clock,
             dispatcher,
         }

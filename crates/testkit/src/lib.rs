@@ -4,6 +4,9 @@
 //!   directory, with an injectable clock, and can be restarted on the same directory.
 //! - [`Process`] runs the real `quintet` binary, for tests that kill it.
 //! - [`Worker`] is a queue worker that records deliveries and answers as told.
+//! - [`TestServer::new_app`] makes an account, an application and an access key through the
+//!   admin API; [`TestServer::token`] signs a token for it. [`TestCerts`] makes a throwaway
+//!   certificate authority and server certificate for HTTPS tests.
 //!
 //! A service test is a few lines:
 //! ```no_run
@@ -20,9 +23,17 @@
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
 
 mod process;
+mod tls;
 mod worker;
 
-use std::{path::Path, sync::Arc, time::Duration};
+use std::{
+    path::Path,
+    sync::{
+        Arc,
+        atomic::{AtomicU64, Ordering},
+    },
+    time::Duration,
+};
 
 use quintet::{
     cli::{ServeArgs, ServeConfig},
@@ -30,11 +41,13 @@ use quintet::{
 };
 use quintet_core::{Clock, SystemClock};
 use reqwest::{Method, RequestBuilder, header::HeaderMap};
-use serde_json::Value;
+use serde_json::{Value, json};
 use tempfile::TempDir;
 use tokio::{sync::oneshot, task::JoinHandle};
 
 pub use process::Process;
+pub use quintet::cli::AuthMode;
+pub use tls::TestCerts;
 pub use worker::{Answer, Received, Worker, eventually};
 
 /// An answer: status, headers, the body as text and parsed as JSON (`Null` when it is not
@@ -93,14 +106,25 @@ pub struct Client {
 impl Client {
     /// A client for the server at `base` (e.g. `http://127.0.0.1:6363`).
     pub fn new(base: &str) -> Self {
-        let http = reqwest::Client::builder()
+        Self::build(base, None)
+    }
+
+    /// A client for an HTTPS server whose certificate is signed by the PEM `ca`.
+    pub fn with_ca(base: &str, ca: &[u8]) -> Self {
+        Self::build(base, Some(ca))
+    }
+
+    fn build(base: &str, ca: Option<&[u8]>) -> Self {
+        let mut builder = reqwest::Client::builder()
             .no_proxy()
-            .timeout(Duration::from_secs(60))
-            .build()
-            .expect("HTTP client");
+            .timeout(Duration::from_secs(60));
+        if let Some(ca) = ca {
+            let cert = reqwest::Certificate::from_pem(ca).expect("CA certificate");
+            builder = builder.tls_certs_only([cert]);
+        }
         Self {
             base: base.trim_end_matches('/').to_owned(),
-            http,
+            http: builder.build().expect("HTTP client"),
         }
     }
 
@@ -158,11 +182,40 @@ impl Client {
     }
 }
 
+/// An application with an access key, made through the admin API.
+#[derive(Debug, Clone)]
+pub struct AppKey {
+    /// The owning account.
+    pub account: String,
+    /// The application.
+    pub app: String,
+    /// The key id.
+    pub key: String,
+    /// The key's secret.
+    pub secret: String,
+    /// `cloud://key:secret@host/app`.
+    pub connection_string: String,
+}
+
+impl AppKey {
+    /// An HS256 token over `claims`, signed with this key's secret.
+    pub fn sign(&self, claims: Value) -> String {
+        quintet_core::jwt::sign_hs256(self.secret.as_bytes(), &claims)
+    }
+}
+
+/// A name no other caller in this process got: `<prefix>-<n>`.
+pub fn unique(prefix: &str) -> String {
+    static NEXT: AtomicU64 = AtomicU64::new(1);
+    format!("{prefix}-{}", NEXT.fetch_add(1, Ordering::Relaxed))
+}
+
 /// How to start a [`TestServer`].
 #[derive(Debug)]
 pub struct Builder {
     clock: Arc<dyn Clock>,
     args: ServeArgs,
+    tls: bool,
 }
 
 impl Builder {
@@ -178,14 +231,28 @@ impl Builder {
         self
     }
 
+    /// Serve HTTPS with a fresh [`TestCerts`] certificate for `127.0.0.1` and `localhost`;
+    /// the server's client trusts it.
+    pub fn tls(mut self) -> Self {
+        self.tls = true;
+        self
+    }
+
     /// Start the server on a fresh temporary data directory.
     pub async fn start(self) -> TestServer {
         let dir = Arc::new(tempfile::tempdir().expect("temporary directory"));
         let mut args = self.args;
         args.data_dir = Some(dir.path().join("data"));
         args.listen = Some("127.0.0.1:0".parse().expect("address"));
+        let certs = self
+            .tls
+            .then(|| TestCerts::generate(&dir.path().join("tls")));
+        if let Some(certs) = &certs {
+            args.tls_cert = Some(certs.cert.clone());
+            args.tls_key = Some(certs.key.clone());
+        }
         let config = args.resolve().expect("test configuration");
-        TestServer::launch(dir, config, self.clock).await
+        TestServer::launch(dir, config, self.clock, certs).await
     }
 }
 
@@ -196,6 +263,8 @@ pub struct TestServer {
     dir: Arc<TempDir>,
     config: ServeConfig,
     clock: Arc<dyn Clock>,
+    certs: Option<TestCerts>,
+    admin_token: String,
     stop: Option<oneshot::Sender<()>>,
     task: Option<JoinHandle<()>>,
 }
@@ -219,17 +288,39 @@ impl TestServer {
         Builder {
             clock: Arc::new(SystemClock),
             args: ServeArgs::default(),
+            tls: false,
         }
     }
 
-    async fn launch(dir: Arc<TempDir>, config: ServeConfig, clock: Arc<dyn Clock>) -> Self {
+    async fn launch(
+        dir: Arc<TempDir>,
+        config: ServeConfig,
+        clock: Arc<dyn Clock>,
+        certs: Option<TestCerts>,
+    ) -> Self {
         let node = Node::open(&config, Arc::clone(&clock))
             .await
             .expect("node opens");
+        let admin_token = node
+            .state()
+            .config
+            .admin_token
+            .as_ref()
+            .expect("an admin token")
+            .expose()
+            .to_owned();
         let listener = tokio::net::TcpListener::bind(config.server.listen)
             .await
             .expect("bind");
-        let base = format!("http://{}", listener.local_addr().expect("address"));
+        let base = format!(
+            "{}://{}",
+            node.scheme(),
+            listener.local_addr().expect("address")
+        );
+        let client = match &certs {
+            Some(c) => Client::with_ca(&base, c.ca_pem.as_bytes()),
+            None => Client::new(&base),
+        };
         let (stop, stopped) = oneshot::channel::<()>();
         let task = tokio::spawn(async move {
             let shutdown = async move {
@@ -238,13 +329,91 @@ impl TestServer {
             node.serve(listener, shutdown).await.expect("server ran");
         });
         Self {
-            client: Client::new(&base),
+            client,
             dir,
             config,
             clock,
+            certs,
+            admin_token,
             stop: Some(stop),
             task: Some(task),
         }
+    }
+
+    /// The admin token the node uses.
+    pub fn admin_token(&self) -> &str {
+        &self.admin_token
+    }
+
+    /// The certificates of a server started with [`Builder::tls`].
+    pub fn certs(&self) -> Option<&TestCerts> {
+        self.certs.as_ref()
+    }
+
+    /// `req` with the admin token.
+    pub fn as_admin(&self, req: RequestBuilder) -> RequestBuilder {
+        req.bearer_auth(&self.admin_token)
+    }
+
+    /// An admin API call: `method path` with the admin token and an optional JSON body.
+    pub async fn admin(&self, method: Method, path: &str, body: Option<Value>) -> Reply {
+        let req = self.as_admin(self.request(method, path));
+        let req = match body {
+            Some(b) => req.json(&b),
+            None => req,
+        };
+        self.send(req).await
+    }
+
+    /// A fresh account (starter plan), an application in it and an access key of it.
+    pub async fn new_app(&self) -> AppKey {
+        let account = unique("acct");
+        let app = unique("app");
+        self.admin(
+            Method::POST,
+            "/_admin/accounts",
+            Some(json!({"name": account, "plan": "starter"})),
+        )
+        .await
+        .expect(201);
+        self.admin(
+            Method::POST,
+            "/_admin/apps",
+            Some(json!({"name": app, "account": account})),
+        )
+        .await
+        .expect(201);
+        self.new_key(&account, &app).await
+    }
+
+    /// Another access key of `app` (of `account`).
+    pub async fn new_key(&self, account: &str, app: &str) -> AppKey {
+        let r = self
+            .admin(Method::POST, &format!("/_admin/apps/{app}/keys"), None)
+            .await
+            .expect(201);
+        AppKey {
+            account: account.to_owned(),
+            app: app.to_owned(),
+            key: r.body["key"].as_str().expect("key").to_owned(),
+            secret: r.body["secret"].as_str().expect("secret").to_owned(),
+            connection_string: r.body["connectionString"]
+                .as_str()
+                .expect("connection string")
+                .to_owned(),
+        }
+    }
+
+    /// A token for `key` as hyper-connect makes them: `{sub: key, exp: now + 10 min}` on
+    /// the server's clock.
+    pub fn token(&self, key: &AppKey) -> String {
+        let exp = self.clock.now_ms() / 1000 + 600;
+        key.sign(json!({"sub": key.key, "exp": exp}))
+    }
+
+    /// `req` with a token for `key`.
+    pub fn as_app(&self, key: &AppKey, req: RequestBuilder) -> RequestBuilder {
+        req.bearer_auth(self.token(key))
     }
 
     /// The data directory the node uses.
@@ -269,6 +438,7 @@ impl TestServer {
             Arc::clone(&self.dir),
             self.config.clone(),
             Arc::clone(&self.clock),
+            self.certs.clone(),
         )
         .await;
         *self = next;

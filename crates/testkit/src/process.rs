@@ -4,7 +4,7 @@ use std::{
     io::{BufRead, BufReader},
     path::{Path, PathBuf},
     process::{Child, Command, ExitStatus, Stdio},
-    sync::mpsc,
+    sync::{Arc, Mutex, mpsc},
     time::{Duration, Instant},
 };
 
@@ -19,6 +19,7 @@ pub struct Process {
     data_dir: PathBuf,
     extra: Vec<String>,
     envs: Vec<(String, String)>,
+    stdout: Arc<Mutex<Vec<String>>>,
 }
 
 impl std::ops::Deref for Process {
@@ -47,7 +48,8 @@ impl Process {
             .iter()
             .map(|(k, v)| ((*k).to_owned(), (*v).to_owned()))
             .collect();
-        let (child, base) = start(bin, data_dir, &extra, &envs);
+        let stdout = Arc::new(Mutex::new(Vec::new()));
+        let (child, base) = start(bin, data_dir, &extra, &envs, &stdout);
         Self {
             child,
             client: Client::new(&base),
@@ -55,7 +57,14 @@ impl Process {
             data_dir: data_dir.to_owned(),
             extra,
             envs,
+            stdout,
         }
+    }
+
+    /// Every line the process (and its earlier runs, see [`Process::restart`]) printed on
+    /// stdout so far.
+    pub fn stdout_lines(&self) -> Vec<String> {
+        self.stdout.lock().map(|l| l.clone()).unwrap_or_default()
     }
 
     /// The process id.
@@ -92,7 +101,13 @@ impl Process {
     /// Start the binary again on the same data directory with the same arguments.
     pub fn restart(&mut self) {
         self.kill9();
-        let (child, base) = start(&self.bin, &self.data_dir, &self.extra, &self.envs);
+        let (child, base) = start(
+            &self.bin,
+            &self.data_dir,
+            &self.extra,
+            &self.envs,
+            &self.stdout,
+        );
         self.child = child;
         self.client = Client::new(&base);
     }
@@ -110,6 +125,7 @@ fn start(
     data_dir: &Path,
     extra: &[String],
     envs: &[(String, String)],
+    lines: &Arc<Mutex<Vec<String>>>,
 ) -> (Child, String) {
     let mut child = Command::new(bin)
         .arg("serve")
@@ -127,10 +143,14 @@ fn start(
         .expect("quintet binary starts");
     let stdout = child.stdout.take().expect("stdout");
     let (tx, rx) = mpsc::channel();
+    let lines = Arc::clone(lines);
     std::thread::spawn(move || {
         for line in BufReader::new(stdout).lines().map_while(Result::ok) {
             if let Some(url) = line.strip_prefix("quintet listening on ") {
                 let _ = tx.send(url.trim().to_owned());
+            }
+            if let Ok(mut all) = lines.lock() {
+                all.push(line);
             }
         }
     });

@@ -10,6 +10,7 @@
 pub mod lifecycle;
 pub mod queue;
 pub mod registry;
+pub mod storage;
 
 use std::sync::atomic::{AtomicU64, Ordering};
 

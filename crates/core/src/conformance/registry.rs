@@ -2,7 +2,12 @@
 
 use serde_json::json;
 
-use crate::{AppName, Error, InstanceConfig, ServiceType, ports::registry::Registry};
+use crate::{
+    AppName, Error, InstanceConfig, ServiceType,
+    accounts::{AccountName, Plan},
+    keys::KeyId,
+    ports::registry::Registry,
+};
 
 use super::unique_name;
 
@@ -13,6 +18,321 @@ pub async fn run_all(registry: &dyn Registry) {
     ids_are_never_reused(registry).await;
     config_round_trips(registry).await;
     missing_app_is_not_found(registry).await;
+    accounts_and_plans(registry).await;
+    plan_limits_apps(registry).await;
+    apps_are_unique_and_listed_by_account(registry).await;
+    keys_are_created_listed_and_revoked(registry).await;
+    key_use_keeps_the_latest_time(registry).await;
+    deleting_an_app_removes_its_keys_and_instances(registry).await;
+    the_domain_app_is_protected(registry).await;
+}
+
+fn account_name(prefix: &str) -> AccountName {
+    unique_name(prefix).as_str().parse().expect("account name")
+}
+
+fn app_name(prefix: &str) -> AppName {
+    unique_name(prefix).as_str().parse().expect("app name")
+}
+
+/// Accounts are created once, listed with their application count, and change plans.
+pub async fn accounts_and_plans(registry: &dyn Registry) {
+    let name = account_name("acct");
+    let created = registry
+        .create_account(&name, Plan::Starter)
+        .await
+        .expect("create account");
+    assert_eq!(
+        (created.name.clone(), created.plan),
+        (name.clone(), Plan::Starter)
+    );
+    let dup = registry.create_account(&name, Plan::Pro).await;
+    assert!(matches!(dup, Err(Error::Conflict(_))), "{dup:?}");
+
+    let listed = registry.list_accounts().await.expect("list");
+    let mine = listed
+        .iter()
+        .find(|u| u.account.name == name)
+        .expect("listed");
+    assert_eq!((mine.account.plan, mine.apps), (Plan::Starter, 0));
+    let names: Vec<_> = listed.iter().map(|u| u.account.name.clone()).collect();
+    let mut sorted = names.clone();
+    sorted.sort();
+    assert_eq!(names, sorted, "accounts are ordered by name");
+
+    let moved = registry
+        .set_plan(&name, Plan::Business)
+        .await
+        .expect("set plan");
+    assert_eq!(moved.plan, Plan::Business);
+    let got = registry
+        .get_account(&name)
+        .await
+        .expect("get")
+        .expect("exists");
+    assert_eq!(got.account.plan, Plan::Business);
+    let missing = registry.set_plan(&account_name("none"), Plan::Pro).await;
+    assert!(matches!(missing, Err(Error::NotFound(_))), "{missing:?}");
+    assert!(
+        registry
+            .get_account(&account_name("none"))
+            .await
+            .expect("get")
+            .is_none()
+    );
+}
+
+/// An account owns at most its plan's number of applications; a downgrade below the
+/// current count is refused; an upgrade makes room.
+pub async fn plan_limits_apps(registry: &dyn Registry) {
+    let acct = account_name("limit");
+    registry
+        .create_account(&acct, Plan::Starter)
+        .await
+        .expect("account");
+    for _ in 0..Plan::Starter.max_apps() {
+        registry
+            .create_app(&app_name("lim"), &acct)
+            .await
+            .expect("within the limit");
+    }
+    let over = registry.create_app(&app_name("lim"), &acct).await;
+    assert_eq!(
+        over.map(|_| ()),
+        Plan::Starter.check_new_app(&acct, Plan::Starter.max_apps())
+    );
+    registry.set_plan(&acct, Plan::Pro).await.expect("upgrade");
+    let extra = app_name("lim");
+    registry
+        .create_app(&extra, &acct)
+        .await
+        .expect("room after upgrade");
+    let down = registry.set_plan(&acct, Plan::Starter).await;
+    assert!(matches!(down, Err(Error::Conflict(_))), "{down:?}");
+    registry.delete_app(&extra).await.expect("delete");
+    registry
+        .set_plan(&acct, Plan::Starter)
+        .await
+        .expect("downgrade at the limit");
+    let usage = registry
+        .get_account(&acct)
+        .await
+        .expect("get")
+        .expect("exists");
+    assert_eq!(usage.apps, Plan::Starter.max_apps());
+}
+
+/// Application names are globally unique; listing filters by account.
+pub async fn apps_are_unique_and_listed_by_account(registry: &dyn Registry) {
+    let (a, b) = (account_name("owner-a"), account_name("owner-b"));
+    registry.create_account(&a, Plan::Pro).await.expect("a");
+    registry.create_account(&b, Plan::Pro).await.expect("b");
+    let app = app_name("app");
+    let created = registry.create_app(&app, &a).await.expect("create");
+    assert_eq!(created.account.as_ref(), Some(&a));
+    let dup = registry.create_app(&app, &b).await;
+    assert!(matches!(dup, Err(Error::Conflict(_))), "{dup:?}");
+    let no_account = registry
+        .create_app(&app_name("orphan"), &account_name("ghost"))
+        .await;
+    assert!(
+        matches!(no_account, Err(Error::NotFound(_))),
+        "{no_account:?}"
+    );
+
+    let of_a = registry.list_apps(Some(&a)).await.expect("list a");
+    assert_eq!(of_a.iter().map(|x| &x.name).collect::<Vec<_>>(), [&app]);
+    assert!(
+        registry
+            .list_apps(Some(&b))
+            .await
+            .expect("list b")
+            .is_empty()
+    );
+    let all = registry.list_apps(None).await.expect("list");
+    assert!(all.iter().any(|x| x.name == app));
+    assert!(all.iter().all(|x| !x.name.is_domain()));
+    let ghost = registry.list_apps(Some(&account_name("ghost"))).await;
+    assert!(matches!(ghost, Err(Error::NotFound(_))), "{ghost:?}");
+    assert_eq!(registry.get_app(&app).await.expect("get"), Some(created));
+    assert_eq!(
+        registry
+            .get_account(&a)
+            .await
+            .expect("get")
+            .expect("a")
+            .apps,
+        1
+    );
+}
+
+/// Keys are generated per application, listed, looked up and revoked once.
+pub async fn keys_are_created_listed_and_revoked(registry: &dyn Registry) {
+    let acct = account_name("keys");
+    registry
+        .create_account(&acct, Plan::Starter)
+        .await
+        .expect("account");
+    let app = app_name("keyed");
+    registry.create_app(&app, &acct).await.expect("app");
+    let k1 = registry.create_key(&app).await.expect("key 1");
+    let k2 = registry.create_key(&app).await.expect("key 2");
+    assert_ne!(k1.key, k2.key);
+    assert_ne!(k1.secret, k2.secret);
+    assert_eq!(k1.app, app);
+    assert!(!k1.is_revoked() && k1.last_used_ms.is_none());
+
+    let listed = registry.list_keys(&app).await.expect("list");
+    assert_eq!(listed, [k1.clone(), k2.clone()]);
+    assert_eq!(
+        registry.get_key(&k1.key).await.expect("get"),
+        Some(k1.clone())
+    );
+
+    let revoked = registry.revoke_key(&app, &k1.key).await.expect("revoke");
+    assert!(revoked.is_revoked());
+    let again = registry
+        .revoke_key(&app, &k1.key)
+        .await
+        .expect("revoke again");
+    assert_eq!(
+        again.revoked_ms, revoked.revoked_ms,
+        "the first revocation time stays"
+    );
+    let got = registry
+        .get_key(&k1.key)
+        .await
+        .expect("get")
+        .expect("still listed");
+    assert!(got.is_revoked());
+    assert!(
+        !registry
+            .get_key(&k2.key)
+            .await
+            .expect("get")
+            .expect("k2")
+            .is_revoked()
+    );
+
+    let other = app_name("other");
+    registry.create_app(&other, &acct).await.expect("other app");
+    let wrong_app = registry.revoke_key(&other, &k2.key).await;
+    assert!(
+        matches!(wrong_app, Err(Error::NotFound(_))),
+        "{wrong_app:?}"
+    );
+    let unknown: KeyId = "qk_unknown".parse().expect("key id");
+    assert!(registry.get_key(&unknown).await.expect("get").is_none());
+    let missing_app = registry.create_key(&app_name("ghost")).await;
+    assert!(
+        matches!(missing_app, Err(Error::NotFound(_))),
+        "{missing_app:?}"
+    );
+    let missing_list = registry.list_keys(&app_name("ghost")).await;
+    assert!(
+        matches!(missing_list, Err(Error::NotFound(_))),
+        "{missing_list:?}"
+    );
+}
+
+/// Recording key use keeps the latest time and ignores unknown keys.
+pub async fn key_use_keeps_the_latest_time(registry: &dyn Registry) {
+    let acct = account_name("use");
+    registry
+        .create_account(&acct, Plan::Starter)
+        .await
+        .expect("account");
+    let app = app_name("used");
+    registry.create_app(&app, &acct).await.expect("app");
+    let k = registry.create_key(&app).await.expect("key");
+    let unknown: KeyId = "qk_nobody".parse().expect("key id");
+    registry
+        .record_key_use(&[(k.key.clone(), 2_000), (unknown, 5)])
+        .await
+        .expect("record");
+    registry
+        .record_key_use(&[(k.key.clone(), 1_000)])
+        .await
+        .expect("older");
+    let got = registry
+        .get_key(&k.key)
+        .await
+        .expect("get")
+        .expect("exists");
+    assert_eq!(got.last_used_ms, Some(2_000));
+    registry
+        .record_key_use(&[])
+        .await
+        .expect("nothing to record");
+}
+
+/// Deleting an application forgets it, its keys and its instances, and returns them.
+pub async fn deleting_an_app_removes_its_keys_and_instances(registry: &dyn Registry) {
+    let acct = account_name("del");
+    registry
+        .create_account(&acct, Plan::Starter)
+        .await
+        .expect("account");
+    let app = app_name("doomed");
+    registry.create_app(&app, &acct).await.expect("app");
+    let key = registry.create_key(&app).await.expect("key");
+    let name = unique_name("inst");
+    let data = registry
+        .create_instance(&app, &name, InstanceConfig::Data)
+        .await
+        .expect("data");
+    let cache = registry
+        .create_instance(&app, &name, InstanceConfig::Cache)
+        .await
+        .expect("cache");
+
+    let (deleted, instances) = registry.delete_app(&app).await.expect("delete");
+    assert_eq!(deleted.name, app);
+    let mut ids: Vec<_> = instances.iter().map(|i| i.id).collect();
+    ids.sort();
+    let mut expected = vec![data.id, cache.id];
+    expected.sort();
+    assert_eq!(ids, expected);
+
+    assert!(registry.get_app(&app).await.expect("get").is_none());
+    assert!(registry.get_key(&key.key).await.expect("get").is_none());
+    assert!(
+        registry
+            .list_instances(Some(&app))
+            .await
+            .expect("list")
+            .is_empty()
+    );
+    assert_eq!(
+        registry
+            .get_account(&acct)
+            .await
+            .expect("get")
+            .expect("acct")
+            .apps,
+        0
+    );
+    let again = registry.delete_app(&app).await;
+    assert!(matches!(again, Err(Error::NotFound(_))), "{again:?}");
+    // The name is free again, and a new application of that name starts empty.
+    registry.create_app(&app, &acct).await.expect("re-create");
+    assert!(registry.list_keys(&app).await.expect("keys").is_empty());
+    registry.delete_app(&app).await.expect("cleanup");
+}
+
+/// The domain application exists, is never listed, cannot be deleted and has no keys.
+pub async fn the_domain_app_is_protected(registry: &dyn Registry) {
+    let domain = AppName::domain();
+    let app = registry
+        .get_app(&domain)
+        .await
+        .expect("get")
+        .expect("exists");
+    assert!(app.account.is_none());
+    let del = registry.delete_app(&domain).await;
+    assert!(matches!(del, Err(Error::Invalid(_))), "{del:?}");
+    let key = registry.create_key(&domain).await;
+    assert!(matches!(key, Err(Error::Invalid(_))), "{key:?}");
 }
 
 /// An instance can be created, read back, listed and deleted.

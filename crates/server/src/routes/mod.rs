@@ -5,17 +5,22 @@ use axum::{Router, extract::DefaultBodyLimit};
 
 use crate::state::AppState;
 
+mod admin;
 mod lifecycle;
 mod meta;
 mod queue;
+mod storage;
 
-/// The router over `state`: lifecycle and service routes plus the server's own.
+/// The router over `state`: lifecycle and service routes plus the server's own. Bodies are
+/// limited to the configured size, except object uploads, which are streamed.
 pub fn router(state: AppState) -> Router {
     let limit = state.config.max_body_bytes;
     Router::new()
         .merge(meta::routes())
         .merge(lifecycle::routes())
         .merge(queue::routes())
+        .merge(admin::routes())
         .layer(DefaultBodyLimit::max(limit))
+        .merge(storage::routes().layer(DefaultBodyLimit::disable()))
         .with_state(state)
 }

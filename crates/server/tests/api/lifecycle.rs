@@ -173,18 +173,14 @@ async fn instances_survive_a_restart() {
 #[tokio::test]
 async fn application_form_addresses_the_named_application() {
     let s = TestServer::start().await;
-    // No application "shop" exists (applications arrive with the admin API).
-    let r = s.put("/shop/data/default", None).await.expect(404);
-    assert!(
-        r.body["msg"]
-            .as_str()
-            .unwrap()
-            .contains("application \"shop\""),
-        "{}",
-        r.text
-    );
-    // The domain form's instances are not visible through another application.
+    let k = s.new_app().await;
+    let app_path = format!("/{}/data/default", k.app);
+    let as_app = |method| s.as_app(&k, s.request(method, &app_path));
+    // The domain form's instances are not visible through an application, nor the reverse.
     s.put("/data/default", None).await.expect(201);
-    s.delete("/shop/data/default").await.expect(404);
+    s.send(as_app(reqwest::Method::DELETE)).await.expect(404);
+    s.send(as_app(reqwest::Method::PUT)).await.expect(201);
     s.delete("/data/default").await.expect(200);
+    s.delete("/data/default").await.expect(404);
+    s.send(as_app(reqwest::Method::DELETE)).await.expect(200);
 }

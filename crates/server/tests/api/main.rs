@@ -3,6 +3,11 @@
 
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
 
+mod admin;
+mod auth;
 mod http;
+mod hyper_connect;
 mod lifecycle;
 mod queue;
+mod storage;
+mod tls;

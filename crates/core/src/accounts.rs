@@ -1,0 +1,219 @@
+//! Accounts, their plans, and the applications they own.
+//!
+//! An account is on a [`Plan`] that caps how many applications it may own; an application
+//! owns service instances and access keys (see [`crate::keys`]). The built-in domain
+//! application ([`AppName::domain`]) belongs to no account.
+
+use std::{fmt, str::FromStr};
+
+use serde::Serialize;
+
+use crate::{AppName, Error, Result, names::check_name};
+
+/// What an account pays for; it caps the number of applications.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Plan {
+    /// Up to 3 applications.
+    Starter,
+    /// Up to 10 applications.
+    Pro,
+    /// Up to 20 applications.
+    Business,
+}
+
+impl Plan {
+    /// Every plan, smallest first.
+    pub const ALL: [Plan; 3] = [Plan::Starter, Plan::Pro, Plan::Business];
+
+    /// The lowercase name used in the API and the registry.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Self::Starter => "starter",
+            Self::Pro => "pro",
+            Self::Business => "business",
+        }
+    }
+
+    /// The most applications an account on this plan may own.
+    pub fn max_apps(self) -> usize {
+        match self {
+            Self::Starter => 3,
+            Self::Pro => 10,
+            Self::Business => 20,
+        }
+    }
+
+    /// Whether an account on this plan that owns `current` applications may create one more;
+    /// [`Error::Forbidden`] naming the plan and its limit when not.
+    pub fn check_new_app(self, account: &AccountName, current: usize) -> Result<()> {
+        if current < self.max_apps() {
+            return Ok(());
+        }
+        Err(Error::Forbidden(format!(
+            "account \"{account}\" is on the {self} plan, which allows at most {} applications; \
+             delete an application or move the account to a larger plan",
+            self.max_apps()
+        )))
+    }
+
+    /// Whether an account that owns `current` applications may move to this plan;
+    /// [`Error::Conflict`] when it owns more than the plan allows.
+    pub fn check_downgrade(self, account: &AccountName, current: usize) -> Result<()> {
+        if current <= self.max_apps() {
+            return Ok(());
+        }
+        Err(Error::Conflict(format!(
+            "account \"{account}\" owns {current} applications, more than the {self} plan's \
+             limit of {}; delete {} of them first",
+            self.max_apps(),
+            current - self.max_apps()
+        )))
+    }
+}
+
+impl fmt::Display for Plan {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
+impl FromStr for Plan {
+    type Err = Error;
+
+    /// Case-insensitive: `Starter` and `starter` are the same plan.
+    fn from_str(s: &str) -> Result<Self> {
+        Self::ALL
+            .into_iter()
+            .find(|p| p.as_str().eq_ignore_ascii_case(s))
+            .ok_or_else(|| {
+                Error::invalid(format!(
+                    "plan \"{s}\" is not valid: use starter, pro or business"
+                ))
+            })
+    }
+}
+
+/// The name of an account: 1–64 characters of `a-z 0-9 _ -`, starting with a letter or digit.
+#[derive(Debug, Clone, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize)]
+#[serde(transparent)]
+pub struct AccountName(String);
+
+impl AccountName {
+    /// The name as text.
+    pub fn as_str(&self) -> &str {
+        &self.0
+    }
+}
+
+impl FromStr for AccountName {
+    type Err = Error;
+
+    fn from_str(s: &str) -> Result<Self> {
+        check_name("account", s)?;
+        Ok(Self(s.to_owned()))
+    }
+}
+
+impl fmt::Display for AccountName {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(&self.0)
+    }
+}
+
+/// An account as the registry records it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Account {
+    /// Unique name.
+    pub name: AccountName,
+    /// Current plan.
+    pub plan: Plan,
+    /// Creation time, milliseconds since the Unix epoch.
+    pub created_ms: i64,
+}
+
+/// An account with the number of applications it owns.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct AccountUsage {
+    /// The account.
+    pub account: Account,
+    /// How many applications it owns.
+    pub apps: usize,
+}
+
+/// An application as the registry records it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct App {
+    /// Globally unique name.
+    pub name: AppName,
+    /// The owning account; `None` only for the built-in domain application.
+    pub account: Option<AccountName>,
+    /// Creation time, milliseconds since the Unix epoch.
+    pub created_ms: i64,
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use proptest::prelude::*;
+
+    #[test]
+    fn plans_parse_case_insensitively_and_cap_apps() {
+        assert_eq!("Starter".parse::<Plan>(), Ok(Plan::Starter));
+        assert_eq!("PRO".parse::<Plan>(), Ok(Plan::Pro));
+        assert_eq!("business".parse::<Plan>(), Ok(Plan::Business));
+        assert_eq!(
+            "free".parse::<Plan>(),
+            Err(Error::invalid(
+                "plan \"free\" is not valid: use starter, pro or business"
+            ))
+        );
+        let limits: Vec<usize> = Plan::ALL.iter().map(|p| p.max_apps()).collect();
+        assert_eq!(limits, [3, 10, 20]);
+    }
+
+    #[test]
+    fn the_limit_error_names_the_plan_and_its_limit() {
+        let acme: AccountName = "acme".parse().unwrap();
+        assert!(Plan::Starter.check_new_app(&acme, 2).is_ok());
+        assert_eq!(
+            Plan::Starter.check_new_app(&acme, 3),
+            Err(Error::Forbidden(
+                "account \"acme\" is on the starter plan, which allows at most 3 applications; \
+                 delete an application or move the account to a larger plan"
+                    .into()
+            ))
+        );
+        assert_eq!(
+            Plan::Starter.check_downgrade(&acme, 5),
+            Err(Error::Conflict(
+                "account \"acme\" owns 5 applications, more than the starter plan's limit of 3; \
+                 delete 2 of them first"
+                    .into()
+            ))
+        );
+        assert!(Plan::Pro.check_downgrade(&acme, 10).is_ok());
+    }
+
+    proptest! {
+        #[test]
+        fn creation_is_allowed_exactly_below_the_limit(plan in 0usize..3, current in 0usize..30) {
+            let plan = Plan::ALL[plan];
+            let acme: AccountName = "acme".parse().unwrap();
+            prop_assert_eq!(plan.check_new_app(&acme, current).is_ok(), current < plan.max_apps());
+            prop_assert_eq!(plan.check_downgrade(&acme, current).is_ok(), current <= plan.max_apps());
+        }
+    }
+
+    #[test]
+    fn account_names_follow_the_name_rule() {
+        assert!("acme-2".parse::<AccountName>().is_ok());
+        assert_eq!(
+            "Acme".parse::<AccountName>(),
+            Err(Error::invalid(
+                "account name \"Acme\" is not valid: use lowercase letters a-z, digits, '_' and \
+                 '-', starting with a letter or digit"
+            ))
+        );
+    }
+}

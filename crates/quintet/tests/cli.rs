@@ -1,0 +1,370 @@
+//! The admin commands (`quintet account|app|key`) against a real server, and the start-up
+//! rules of authentication and TLS, with the real binary.
+
+#![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
+
+use std::{
+    path::Path,
+    process::{Command, Output},
+};
+
+use quintet_testkit::{Client, Process, TestCerts};
+use reqwest::Method;
+use serde_json::{Value, json};
+
+const BIN: &str = env!("CARGO_BIN_EXE_quintet");
+
+/// Run `quintet args…` with none of the caller's `QUINTET_*` settings.
+fn quintet(args: &[&str]) -> Output {
+    let mut cmd = Command::new(BIN);
+    cmd.args(args);
+    for var in [
+        "QUINTET_URL",
+        "QUINTET_ADMIN_TOKEN",
+        "QUINTET_DATA_DIR",
+        "QUINTET_CONFIG",
+        "QUINTET_CA_CERT",
+        "QUINTET_AUTH",
+        "QUINTET_LISTEN",
+    ] {
+        cmd.env_remove(var);
+    }
+    cmd.output().unwrap()
+}
+
+/// Run an admin command against `base` with the token of `data`; assert success; stdout.
+fn ok(base: &str, data: &Path, args: &[&str]) -> String {
+    let mut all = args.to_vec();
+    all.extend(["--url", base, "--data-dir", data.to_str().unwrap()]);
+    let out = quintet(&all);
+    assert!(
+        out.status.success(),
+        "quintet {args:?} failed: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    String::from_utf8(out.stdout).unwrap()
+}
+
+/// Like [`ok`], for a command that must fail; its stderr.
+fn fails(base: &str, data: &Path, args: &[&str]) -> String {
+    let mut all = args.to_vec();
+    all.extend(["--url", base, "--data-dir", data.to_str().unwrap()]);
+    let out = quintet(&all);
+    assert!(!out.status.success(), "quintet {args:?} succeeded");
+    String::from_utf8(out.stderr).unwrap()
+}
+
+fn token_for(key: &str, secret: &str) -> String {
+    let exp = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .unwrap()
+        .as_secs()
+        + 600;
+    quintet_core::jwt::sign_hs256(secret.as_bytes(), &json!({"sub": key, "exp": exp}))
+}
+
+const TOKEN_LINE: &str = "quintet admin token (shown once, kept in ";
+
+#[tokio::test]
+async fn admin_commands_drive_a_running_server() {
+    let dir = tempfile::tempdir().unwrap();
+    let data = dir.path().join("data");
+    let mut p = Process::spawn(Path::new(BIN), &data, &[]);
+    let base = p.url("");
+
+    // The generated token is printed once and kept, owner-only, in the data directory.
+    let stored = std::fs::read_to_string(data.join("admin-token")).unwrap();
+    let printed: Vec<String> = p
+        .stdout_lines()
+        .into_iter()
+        .filter(|l| l.starts_with(TOKEN_LINE))
+        .collect();
+    assert_eq!(printed.len(), 1, "{printed:?}");
+    assert!(printed[0].ends_with(&format!("admin-token): {}", stored.trim())));
+    #[cfg(unix)]
+    {
+        use std::os::unix::fs::PermissionsExt;
+        let mode = std::fs::metadata(data.join("admin-token"))
+            .unwrap()
+            .permissions()
+            .mode();
+        assert_eq!(mode & 0o777, 0o600);
+    }
+
+    assert_eq!(
+        ok(
+            &base,
+            &data,
+            &["account", "create", "acme", "--plan", "starter"]
+        ),
+        "created account acme on the starter plan (up to 3 applications)\n"
+    );
+    let list = ok(&base, &data, &["account", "list"]);
+    let lines: Vec<&str> = list.lines().collect();
+    assert!(
+        lines[0].starts_with("NAME  PLAN     APPS  CREATED"),
+        "{list}"
+    );
+    assert!(lines[1].starts_with("acme  starter  0/3  "), "{list}");
+    assert_eq!(
+        ok(
+            &base,
+            &data,
+            &["app", "create", "shop", "--account", "acme"]
+        ),
+        "created application shop in account acme\nnext: quintet key create shop\n"
+    );
+    assert!(ok(&base, &data, &["account", "plan", "acme", "pro"]).contains("pro plan (1 of 10"));
+
+    // The copy-paste path of the README: create a key, sign a token, call the app form.
+    let created: Value =
+        serde_json::from_str(&ok(&base, &data, &["key", "create", "shop", "--json"])).unwrap();
+    let key = created["key"].as_str().unwrap();
+    let secret = created["secret"].as_str().unwrap();
+    let host = base.trim_start_matches("http://");
+    assert_eq!(
+        created["connectionString"],
+        format!("cloud://{key}:{secret}@{host}/shop")
+    );
+    let put = || {
+        p.request(Method::PUT, "/shop/data/default")
+            .bearer_auth(token_for(key, secret))
+    };
+    p.send(put()).await.expect(201);
+    // `quintet token` signs one from the connection string, for curl.
+    let cs = created["connectionString"].as_str().unwrap();
+    let out = quintet(&["token", cs]);
+    assert!(out.status.success());
+    let token = String::from_utf8(out.stdout).unwrap();
+    p.send(
+        p.request(Method::DELETE, "/shop/data/default")
+            .bearer_auth(token.trim()),
+    )
+    .await
+    .expect(200);
+    p.send(put()).await.expect(201);
+
+    let human = ok(&base, &data, &["key", "create", "shop"]);
+    assert!(human.starts_with("key:               qk_"), "{human}");
+    assert!(human.contains("connection string: cloud://qk_"), "{human}");
+    let keys = ok(&base, &data, &["key", "list", "shop"]);
+    assert!(keys.starts_with("KEY "), "{keys}");
+    assert!(
+        keys.contains(key) && keys.contains(&format!("****{}", &secret[39..])),
+        "{keys}"
+    );
+    assert!(!keys.contains(secret), "{keys}");
+    let revealed = ok(&base, &data, &["key", "reveal", "shop", key]);
+    assert!(
+        revealed.contains(&format!("secret:            {secret}\n")),
+        "{revealed}"
+    );
+    let instances = ok(&base, &data, &["app", "instances", "shop"]);
+    assert!(
+        instances
+            .lines()
+            .nth(1)
+            .unwrap()
+            .starts_with("data  default  "),
+        "{instances}"
+    );
+
+    assert_eq!(
+        ok(&base, &data, &["key", "revoke", "shop", key]),
+        format!("revoked key {key} of application shop\n")
+    );
+    p.send(put()).await.expect(401);
+
+    let err = fails(&base, &data, &["app", "delete", "shop"]);
+    assert!(err.contains("run again with --yes"), "{err}");
+    assert_eq!(
+        ok(&base, &data, &["app", "delete", "shop", "--yes"]),
+        "deleted application shop with its instances and keys\n"
+    );
+    assert_eq!(
+        ok(&base, &data, &["app", "list"]),
+        "NAME  ACCOUNT  CREATED\n"
+    );
+    let err = fails(&base, &data, &["key", "list", "shop"]);
+    assert_eq!(
+        err,
+        "quintet: application \"shop\" does not exist; create it with POST /_admin/apps (HTTP 404)\n"
+    );
+    let err = fails(
+        &base,
+        &data,
+        &["account", "list", "--admin-token", "a-wrong-admin-token"],
+    );
+    assert!(
+        err.contains("the admin token is not valid") && err.contains("(HTTP 401)"),
+        "{err}"
+    );
+    let err = fails(&base, &data, &["app", "create", "Bad", "--account", "acme"]);
+    assert!(
+        err.contains("application name \"Bad\" is not valid"),
+        "{err}"
+    );
+
+    // Later starts read the token back and print nothing.
+    p.restart();
+    let printed = p
+        .stdout_lines()
+        .into_iter()
+        .filter(|l| l.starts_with(TOKEN_LINE))
+        .count();
+    assert_eq!(printed, 1);
+    ok(&p.url(""), &data, &["account", "list"]);
+}
+
+#[test]
+fn admin_commands_without_a_token_say_where_to_find_one() {
+    let dir = tempfile::tempdir().unwrap();
+    let out = quintet(&[
+        "account",
+        "list",
+        "--data-dir",
+        dir.path().to_str().unwrap(),
+    ]);
+    assert!(!out.status.success());
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(err.contains("no admin token: pass --admin-token"), "{err}");
+}
+
+#[tokio::test]
+async fn admin_commands_read_the_servers_config_file() {
+    let dir = tempfile::tempdir().unwrap();
+    let file = dir.path().join("quintet.toml");
+    std::fs::write(&file, "admin_token = \"token-from-the-config-file\"\n").unwrap();
+    let file = file.to_str().unwrap();
+    let p = Process::spawn(
+        Path::new(BIN),
+        &dir.path().join("data"),
+        &["--config", file],
+    );
+    assert!(!dir.path().join("data/admin-token").exists());
+    let out = quintet(&["account", "list", "--config", file, "--url", &p.url("")]);
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+}
+
+#[test]
+fn serve_refuses_a_public_address_without_auth() {
+    let dir = tempfile::tempdir().unwrap();
+    let out = quintet(&[
+        "serve",
+        "--listen",
+        "0.0.0.0:0",
+        "--data-dir",
+        dir.path().to_str().unwrap(),
+    ]);
+    assert!(!out.status.success());
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        err.contains("refusing to listen on 0.0.0.0:0 without authentication"),
+        "{err}"
+    );
+    assert!(err.contains("--insecure-no-auth"), "{err}");
+}
+
+#[test]
+fn bad_tls_files_fail_at_start() {
+    let dir = tempfile::tempdir().unwrap();
+    let missing = dir.path().join("missing.pem");
+    let out = quintet(&[
+        "serve",
+        "--listen",
+        "127.0.0.1:0",
+        "--data-dir",
+        dir.path().join("data").to_str().unwrap(),
+        "--tls-cert",
+        missing.to_str().unwrap(),
+        "--tls-key",
+        missing.to_str().unwrap(),
+    ]);
+    assert!(!out.status.success());
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(err.contains("cannot read the TLS certificate"), "{err}");
+    let not_pem = dir.path().join("not.pem");
+    std::fs::write(&not_pem, "hello").unwrap();
+    let out = quintet(&[
+        "serve",
+        "--listen",
+        "127.0.0.1:0",
+        "--data-dir",
+        dir.path().join("data").to_str().unwrap(),
+        "--tls-cert",
+        not_pem.to_str().unwrap(),
+        "--tls-key",
+        not_pem.to_str().unwrap(),
+    ]);
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(err.contains("holds no CERTIFICATE block"), "{err}");
+}
+
+#[tokio::test]
+async fn tls_with_the_real_binary_and_the_cli() {
+    let dir = tempfile::tempdir().unwrap();
+    let certs = TestCerts::generate(&dir.path().join("tls"));
+    let data = dir.path().join("data");
+    let p = Process::spawn(
+        Path::new(BIN),
+        &data,
+        &[
+            "--tls-cert",
+            certs.cert.to_str().unwrap(),
+            "--tls-key",
+            certs.key.to_str().unwrap(),
+        ],
+    );
+    let base = p.url("");
+    assert!(base.starts_with("https://127.0.0.1:"), "{base}");
+    let client = Client::with_ca(&base, certs.ca_pem.as_bytes());
+    client.get("/_health").await.expect(200);
+
+    let ca = certs.ca.to_str().unwrap();
+    ok(
+        &base,
+        &data,
+        &["account", "create", "acme", "--ca-cert", ca],
+    );
+    ok(
+        &base,
+        &data,
+        &[
+            "app",
+            "create",
+            "shop",
+            "--account",
+            "acme",
+            "--ca-cert",
+            ca,
+        ],
+    );
+    let created: Value = serde_json::from_str(&ok(
+        &base,
+        &data,
+        &["key", "create", "shop", "--json", "--ca-cert", ca],
+    ))
+    .unwrap();
+    let (key, secret) = (
+        created["key"].as_str().unwrap(),
+        created["secret"].as_str().unwrap(),
+    );
+    client
+        .send(
+            client
+                .request(Method::PUT, "/shop/cache/default")
+                .bearer_auth(token_for(key, secret)),
+        )
+        .await
+        .expect(201);
+    // Without trusting the certificate the CLI cannot connect, and says where it tried.
+    let err = fails(&base, &data, &["account", "list"]);
+    assert!(
+        err.contains(&format!("cannot reach the server at {base}")),
+        "{err}"
+    );
+}

@@ -1,0 +1,213 @@
+//! The in-memory cache of access keys, so verifying a token does not touch the disk.
+//!
+//! A key is read from the registry the first time a token names it and kept from then on.
+//! Revoking a key or deleting its application updates the cache in the same request, so a
+//! revoked key fails from the moment the revocation is answered. Every invalidation bumps an
+//! epoch, and a key read from the registry is cached only when no invalidation happened
+//! while it was read, so a slow read cannot put a stale key back.
+//!
+//! `lastUsed` is recorded in memory on every authenticated request and written to the
+//! registry by a background task every [`LAST_USED_FLUSH`] (and once more at shutdown): one
+//! write per interval, whatever the request rate. The admin API overlays the in-memory
+//! times, so it is never behind.
+//!
+//! Scope: one node. Several stateless nodes over a shared registry would each see a
+//! revocation made through another node only when their cache forgets the key; that needs
+//! the scale-out work's notification channel.
+
+use std::{
+    collections::HashMap,
+    sync::{
+        Arc, Mutex, RwLock,
+        atomic::{AtomicBool, AtomicI64, AtomicU64, Ordering},
+    },
+    time::Duration,
+};
+
+use quintet_core::{
+    AppName, Result,
+    keys::{AccessKey, KeyId, Secret},
+    ports::registry::Registry,
+};
+use tokio::task::JoinHandle;
+
+/// How often key use times are written to the registry.
+pub const LAST_USED_FLUSH: Duration = Duration::from_secs(10);
+
+/// Reads of one key retried when invalidations keep racing them.
+const LOAD_ATTEMPTS: usize = 3;
+
+/// A key as the authentication layer needs it.
+#[derive(Debug)]
+pub struct CachedKey {
+    /// The key id.
+    pub key: KeyId,
+    /// The application it grants access to.
+    pub app: AppName,
+    secret: Secret,
+    revoked: AtomicBool,
+    /// Latest use seen by this node, ms since the epoch (0: none).
+    last_used: AtomicI64,
+    /// Latest use written to the registry.
+    flushed: AtomicI64,
+}
+
+impl CachedKey {
+    fn new(k: AccessKey) -> Self {
+        let last = k.last_used_ms.unwrap_or(0);
+        Self {
+            revoked: AtomicBool::new(k.is_revoked()),
+            last_used: AtomicI64::new(last),
+            flushed: AtomicI64::new(last),
+            key: k.key,
+            app: k.app,
+            secret: k.secret,
+        }
+    }
+
+    /// The signing secret.
+    pub fn secret(&self) -> &Secret {
+        &self.secret
+    }
+
+    /// Whether the key was revoked.
+    pub fn is_revoked(&self) -> bool {
+        self.revoked.load(Ordering::SeqCst)
+    }
+
+    /// Note a successful authentication at `now_ms`.
+    pub fn touch(&self, now_ms: i64) {
+        self.last_used.fetch_max(now_ms, Ordering::Relaxed);
+    }
+}
+
+/// Access keys by id, read through from the registry.
+#[derive(Debug)]
+pub struct KeyCache {
+    registry: Arc<dyn Registry>,
+    entries: RwLock<HashMap<KeyId, Arc<CachedKey>>>,
+    epoch: AtomicU64,
+    flusher: Mutex<Option<JoinHandle<()>>>,
+}
+
+impl KeyCache {
+    /// An empty cache over `registry`.
+    pub fn new(registry: Arc<dyn Registry>) -> Self {
+        Self {
+            registry,
+            entries: RwLock::new(HashMap::new()),
+            epoch: AtomicU64::new(0),
+            flusher: Mutex::new(None),
+        }
+    }
+
+    fn cached(&self, key: &KeyId) -> Option<Arc<CachedKey>> {
+        self.entries.read().ok()?.get(key).cloned()
+    }
+
+    /// The key `key`, revoked or not, from memory or else from the registry.
+    pub async fn get(&self, key: &KeyId) -> Result<Option<Arc<CachedKey>>> {
+        if let Some(hit) = self.cached(key) {
+            return Ok(Some(hit));
+        }
+        let mut loaded = None;
+        for _ in 0..LOAD_ATTEMPTS {
+            let epoch = self.epoch.load(Ordering::SeqCst);
+            let Some(found) = self.registry.get_key(key).await? else {
+                return Ok(None);
+            };
+            let entry = Arc::new(CachedKey::new(found));
+            if let Ok(mut map) = self.entries.write()
+                && self.epoch.load(Ordering::SeqCst) == epoch
+            {
+                return Ok(Some(Arc::clone(map.entry(key.clone()).or_insert(entry))));
+            }
+            loaded = Some(entry);
+        }
+        // Invalidations kept racing the read: answer from the last read, cache nothing.
+        Ok(loaded)
+    }
+
+    /// Mark `key` revoked; call after the registry recorded the revocation.
+    pub fn revoked(&self, key: &KeyId) {
+        self.epoch.fetch_add(1, Ordering::SeqCst);
+        if let Some(entry) = self.cached(key) {
+            entry.revoked.store(true, Ordering::SeqCst);
+        }
+    }
+
+    /// Forget every key of `app`; call after the registry deleted the application.
+    pub fn forget_app(&self, app: &AppName) {
+        self.epoch.fetch_add(1, Ordering::SeqCst);
+        if let Ok(mut map) = self.entries.write() {
+            map.retain(|_, entry| &entry.app != app);
+        }
+    }
+
+    /// The latest use of `key` this node has seen, if it has seen one.
+    pub fn last_used(&self, key: &KeyId) -> Option<i64> {
+        self.cached(key)
+            .map(|e| e.last_used.load(Ordering::Relaxed))
+            .filter(|ms| *ms > 0)
+    }
+
+    /// Write use times not yet in the registry, in one registry write.
+    pub async fn flush(&self) -> Result<()> {
+        let pending: Vec<(Arc<CachedKey>, i64)> = match self.entries.read() {
+            Ok(map) => map
+                .values()
+                .filter_map(|e| {
+                    let used = e.last_used.load(Ordering::Relaxed);
+                    (used > e.flushed.load(Ordering::Relaxed)).then(|| (Arc::clone(e), used))
+                })
+                .collect(),
+            Err(_) => return Ok(()),
+        };
+        if pending.is_empty() {
+            return Ok(());
+        }
+        let uses: Vec<(KeyId, i64)> = pending
+            .iter()
+            .map(|(e, used)| (e.key.clone(), *used))
+            .collect();
+        self.registry.record_key_use(&uses).await?;
+        for (entry, used) in pending {
+            entry.flushed.fetch_max(used, Ordering::Relaxed);
+        }
+        Ok(())
+    }
+
+    /// Start writing use times every [`LAST_USED_FLUSH`] in a background task.
+    pub fn start_flusher(self: &Arc<Self>) {
+        let cache = Arc::clone(self);
+        let task = tokio::spawn(async move {
+            let mut every = tokio::time::interval(LAST_USED_FLUSH);
+            every.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+            every.tick().await; // the first tick is immediate
+            loop {
+                every.tick().await;
+                if let Err(e) = cache.flush().await {
+                    tracing::warn!(error = %e, "recording when access keys were last used failed");
+                }
+            }
+        });
+        if let Ok(mut slot) = self.flusher.lock()
+            && let Some(old) = slot.replace(task)
+        {
+            old.abort();
+        }
+    }
+
+    /// Stop the background task and write what is pending.
+    pub async fn close(&self) -> Result<()> {
+        let task = self.flusher.lock().ok().and_then(|mut slot| slot.take());
+        if let Some(task) = task {
+            task.abort();
+        }
+        self.flush().await
+    }
+}
+
+#[cfg(test)]
+#[path = "keys_test.rs"]
+mod tests;

@@ -1,0 +1,346 @@
+//! Authentication: who is calling, decided once per request, before routing.
+//!
+//! [`authorize`] runs after [`crate::scope::resolve_scope`], so it knows which address form
+//! a request used, and before the router, so no handler runs for a request that lacks its
+//! credential (and unknown routes under a protected prefix answer 401, not 404: probing
+//! learns nothing). Which credential a request needs is one table, [`classify`]:
+//!
+//! | request | credential |
+//! |---|---|
+//! | `GET /`, `/_health`, `/_metrics`, everything under `/_presigned/` | none |
+//! | `/_admin` and everything under it | the admin token |
+//! | application form `/<app>/<type>/...` | a JWT signed with a key of `<app>` |
+//! | everything else (the domain form) | per `--auth`: none, or a JWT signed with `--jwt-secret` |
+//!
+//! `/_metrics` is public like `/_health`: it carries request counts and latencies by status
+//! class only, never names or data, and scrapers rarely hold tokens. Pre-signed URLs carry
+//! their own signature, which is their credential.
+//!
+//! The outcome is a [`Principal`] in the request's extensions; admin handlers take the
+//! [`Admin`] extractor, which checks it again, so access is declared in their signatures.
+
+pub mod keys;
+
+use std::sync::Arc;
+
+use axum::{
+    extract::{FromRequestParts, Request, State},
+    http::{HeaderMap, header, request::Parts},
+    middleware::Next,
+    response::{IntoResponse, Response},
+};
+use quintet_core::{
+    AppName, Clock, Error, Result,
+    jwt::Unverified,
+    keys::{KeyId, Secret, secrets_equal},
+    ports::registry::Registry,
+};
+
+use crate::{config::DomainAuth, error::ApiError, scope::Scope};
+
+use self::keys::KeyCache;
+
+/// Which credential a request needs.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Access {
+    /// None.
+    Public,
+    /// The admin token.
+    Admin,
+    /// A token signed with a key of this application.
+    App(AppName),
+    /// What `--auth` says for the domain form.
+    Domain,
+}
+
+/// The credential table; see the module documentation.
+pub fn classify(path: &str, scope: &Scope) -> Access {
+    if let Scope::App(app) = scope {
+        return Access::App(app.clone());
+    }
+    match path {
+        "/" | "/_health" | "/_metrics" => Access::Public,
+        "/_admin" => Access::Admin,
+        p if p.starts_with("/_admin/") => Access::Admin,
+        p if p.starts_with("/_presigned/") => Access::Public,
+        _ => Access::Domain,
+    }
+}
+
+/// Who a request was authenticated as; in the request's extensions.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Principal {
+    /// Nobody: a public path, or the domain form with `--auth none`.
+    Anonymous,
+    /// The holder of the admin token.
+    Admin,
+    /// A client of `app` with the access key `key`.
+    Key {
+        /// The application.
+        app: AppName,
+        /// The key the token was signed with.
+        key: KeyId,
+    },
+    /// A domain-form client with a token signed with the server's JWT secret.
+    Domain {
+        /// The token's `sub`, if any.
+        sub: Option<String>,
+    },
+}
+
+/// The authentication state of the server.
+#[derive(Debug)]
+pub struct Auth {
+    domain: DomainAuth,
+    admin_token: Option<Secret>,
+    /// Access keys by id.
+    pub keys: Arc<KeyCache>,
+    clock: Arc<dyn Clock>,
+}
+
+/// `Authorization: Bearer <token>` of `headers`; `needs` says what the token must be.
+fn bearer<'h>(headers: &'h HeaderMap, needs: &str) -> Result<&'h str> {
+    let mut values = headers.get_all(header::AUTHORIZATION).iter();
+    let (Some(value), None) = (values.next(), values.next()) else {
+        return Err(if headers.contains_key(header::AUTHORIZATION) {
+            Error::Unauthenticated("send one Authorization header, not several".into())
+        } else {
+            Error::Unauthenticated(format!(
+                "this request needs the header Authorization: Bearer <token>, with {needs}"
+            ))
+        });
+    };
+    let malformed = || {
+        Error::Unauthenticated(format!(
+            "the Authorization header must be \"Bearer <token>\", with {needs}"
+        ))
+    };
+    let text = value.to_str().map_err(|_| malformed())?;
+    let (scheme, token) = text.trim().split_once(' ').ok_or_else(malformed)?;
+    let token = token.trim();
+    if !scheme.eq_ignore_ascii_case("bearer") || token.is_empty() || token.contains(' ') {
+        return Err(malformed());
+    }
+    Ok(token)
+}
+
+impl Auth {
+    /// Authentication per `domain` mode and `admin_token`, with keys from `registry` and
+    /// time from `clock`.
+    pub fn new(
+        domain: DomainAuth,
+        admin_token: Option<Secret>,
+        registry: Arc<dyn Registry>,
+        clock: Arc<dyn Clock>,
+    ) -> Self {
+        Self {
+            domain,
+            admin_token,
+            keys: Arc::new(KeyCache::new(registry)),
+            clock,
+        }
+    }
+
+    /// Decide who sent a request for `path` in `scope` with `headers`.
+    pub async fn authenticate(
+        &self,
+        path: &str,
+        scope: &Scope,
+        headers: &HeaderMap,
+    ) -> Result<Principal> {
+        match classify(path, scope) {
+            Access::Public => Ok(Principal::Anonymous),
+            Access::Admin => self.admin(headers),
+            Access::App(app) => self.app(&app, headers).await,
+            Access::Domain => self.domain(headers),
+        }
+    }
+
+    fn admin(&self, headers: &HeaderMap) -> Result<Principal> {
+        let Some(expected) = &self.admin_token else {
+            return Err(Error::Unauthenticated(
+                "the admin API is disabled on this server: start it with --admin-token".into(),
+            ));
+        };
+        let token = bearer(headers, "the admin token")?;
+        if secrets_equal(token.as_bytes(), expected.as_bytes()) {
+            Ok(Principal::Admin)
+        } else {
+            Err(Error::Unauthenticated(
+                "the admin token is not valid: use the one the server was started with or \
+                 printed on its first start"
+                    .into(),
+            ))
+        }
+    }
+
+    async fn app(&self, app: &AppName, headers: &HeaderMap) -> Result<Principal> {
+        let needs = format!("a JWT signed with one of application \"{app}\"'s access keys");
+        let token = Unverified::parse(bearer(headers, &needs)?)?;
+        let sub = token.subject().ok_or_else(|| {
+            Error::Unauthenticated(
+                "the access token has no sub claim: set sub to the key of an access key".into(),
+            )
+        })?;
+        let key: KeyId = sub.parse().map_err(|_| {
+            Error::Unauthenticated(
+                "the access token's sub is not an access key: set sub to the key of an access key"
+                    .into(),
+            )
+        })?;
+        let entry = self.keys.get(&key).await?.ok_or_else(|| {
+            Error::Unauthenticated(format!(
+                "key \"{key}\" does not exist: create one with `quintet key create {app}`"
+            ))
+        })?;
+        let now = self.clock.now_ms();
+        token.verify(entry.secret().as_bytes(), now)?;
+        if entry.is_revoked() {
+            return Err(Error::Unauthenticated(format!(
+                "key \"{key}\" was revoked: create a new one with `quintet key create {app}`"
+            )));
+        }
+        if &entry.app != app {
+            return Err(Error::Forbidden(format!(
+                "key \"{key}\" does not belong to application \"{app}\": use one of \"{app}\"'s keys"
+            )));
+        }
+        entry.touch(now);
+        Ok(Principal::Key {
+            app: app.clone(),
+            key,
+        })
+    }
+
+    fn domain(&self, headers: &HeaderMap) -> Result<Principal> {
+        let DomainAuth::Jwt { secret, sub } = &self.domain else {
+            return Ok(Principal::Anonymous);
+        };
+        let token = Unverified::parse(bearer(
+            headers,
+            "a JWT signed with the server's JWT secret",
+        )?)?;
+        let claims = token.verify(secret.as_bytes(), self.clock.now_ms())?;
+        if let Some(required) = sub
+            && claims.sub.as_deref() != Some(required.as_str())
+        {
+            return Err(Error::Forbidden(
+                "the access token's sub is not the one this server accepts (--jwt-sub)".into(),
+            ));
+        }
+        Ok(Principal::Domain { sub: claims.sub })
+    }
+}
+
+/// The authentication layer: answers 401/403 itself, or records the [`Principal`] and
+/// passes the request on.
+pub async fn authorize(State(auth): State<Arc<Auth>>, mut req: Request, next: Next) -> Response {
+    let scope = req
+        .extensions()
+        .get::<Scope>()
+        .cloned()
+        .unwrap_or(Scope::Domain);
+    match auth
+        .authenticate(req.uri().path(), &scope, req.headers())
+        .await
+    {
+        Ok(principal) => {
+            req.extensions_mut().insert(principal);
+            next.run(req).await
+        }
+        Err(e) => ApiError(e).into_response(),
+    }
+}
+
+/// Proof that the request carried the admin token; handlers of `/_admin` take it.
+#[derive(Debug, Clone, Copy)]
+pub struct Admin;
+
+impl<S: Send + Sync> FromRequestParts<S> for Admin {
+    type Rejection = ApiError;
+
+    async fn from_request_parts(parts: &mut Parts, _: &S) -> Result<Self, ApiError> {
+        match parts.extensions.get::<Principal>() {
+            Some(Principal::Admin) => Ok(Admin),
+            _ => Err(ApiError(Error::Unauthenticated(
+                "this call needs the admin token: send Authorization: Bearer <admin token>".into(),
+            ))),
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn credential_table() {
+        let app = |s: &str| Scope::App(s.parse().unwrap());
+        let cases = [
+            ("/", Scope::Domain, Access::Public),
+            ("/_health", Scope::Domain, Access::Public),
+            ("/_metrics", Scope::Domain, Access::Public),
+            ("/_presigned/abc/def", Scope::Domain, Access::Public),
+            ("/_admin", Scope::Domain, Access::Admin),
+            ("/_admin/apps", Scope::Domain, Access::Admin),
+            ("/_adminx", Scope::Domain, Access::Domain),
+            ("/data/movies", Scope::Domain, Access::Domain),
+            ("/nope", Scope::Domain, Access::Domain),
+            // After the rewrite the path is in the domain form; the scope decides.
+            (
+                "/data/default",
+                app("shop"),
+                Access::App("shop".parse().unwrap()),
+            ),
+            (
+                "/_health",
+                app("shop"),
+                Access::App("shop".parse().unwrap()),
+            ),
+        ];
+        for (path, scope, expected) in cases {
+            assert_eq!(classify(path, &scope), expected, "{path} {scope:?}");
+        }
+    }
+
+    #[test]
+    fn bearer_header_rules() {
+        let with = |values: &[&[u8]]| {
+            let mut h = HeaderMap::new();
+            for v in values {
+                h.append(
+                    header::AUTHORIZATION,
+                    axum::http::HeaderValue::from_bytes(v).unwrap(),
+                );
+            }
+            h
+        };
+        assert_eq!(bearer(&with(&[b"Bearer abc"]), "x"), Ok("abc"));
+        assert_eq!(bearer(&with(&[b"bearer   abc  "]), "x"), Ok("abc"));
+        for bad in [
+            &b"Basic abc"[..],
+            b"Bearer",
+            b"Bearer ",
+            b"Bearerabc",
+            b"Bearer a b",
+            b"Bearer \xff\xfe",
+            b"abc",
+        ] {
+            let e = bearer(&with(&[bad]), "x").unwrap_err();
+            assert_eq!(
+                e,
+                Error::Unauthenticated(
+                    "the Authorization header must be \"Bearer <token>\", with x".into()
+                ),
+                "{bad:?}"
+            );
+        }
+        assert!(bearer(&HeaderMap::new(), "x").is_err());
+        assert_eq!(
+            bearer(&with(&[b"Bearer a", b"Bearer b"]), "x"),
+            Err(Error::Unauthenticated(
+                "send one Authorization header, not several".into()
+            ))
+        );
+    }
+}

@@ -1,0 +1,383 @@
+//! The admin API under `/_admin`: accounts, applications, access keys and the instances of
+//! an application. Every handler takes [`Admin`]; the auth layer has already refused calls
+//! without the admin token.
+//!
+//! | call | answer |
+//! |---|---|
+//! | `POST /_admin/accounts` `{name, plan?}` | 201 `{ok, account}`; 409 exists |
+//! | `GET /_admin/accounts` · `GET /_admin/accounts/<name>` | `{ok, accounts}` · `{ok, account}` |
+//! | `PATCH /_admin/accounts/<name>` `{plan}` | `{ok, account}`; 409 over the new plan's limit |
+//! | `POST /_admin/apps` `{name, account}` | 201 `{ok, app}`; 403 over the plan's limit; 409 exists |
+//! | `GET /_admin/apps[?account=]` · `GET /_admin/apps/<app>` | `{ok, apps}` · `{ok, app}` |
+//! | `DELETE /_admin/apps/<app>` | `{ok}`; its instances, their contents and its keys are gone |
+//! | `POST /_admin/apps/<app>/keys` | 201 `{ok, key, secret, connectionString}` |
+//! | `GET /_admin/apps/<app>/keys` | `{ok, keys}`, secrets redacted |
+//! | `GET /_admin/apps/<app>/keys/<key>` | `{ok, key, secret, ...}`, the secret in full |
+//! | `DELETE /_admin/apps/<app>/keys/<key>` | `{ok}`; the key is revoked at once |
+//! | `GET /_admin/apps/<app>/instances` | `{ok, instances}`, secrets in configurations redacted |
+//!
+//! Accounts are `{name, plan, apps, maxApps, created}`, applications `{name, account,
+//! created}`, keys `{key, secret, created, lastUsed, revoked}`; times are RFC 3339 strings
+//! or `null`.
+
+use axum::{
+    Router,
+    extract::{Path, Query, State},
+    http::StatusCode,
+    response::Response,
+    routing::{get, post},
+};
+use quintet_core::{
+    AppName, Error,
+    accounts::{AccountName, AccountUsage, App, Plan},
+    clock::format_rfc3339_ms,
+    keys::{AccessKey, ConnectionString, KeyId},
+};
+use serde::Deserialize;
+use serde_json::{Value, json};
+
+use crate::{
+    auth::Admin,
+    error::ApiResult,
+    extract::{BaseUrl, Json},
+    reply,
+    state::AppState,
+};
+
+pub(super) fn routes() -> Router<AppState> {
+    Router::new()
+        .route("/_admin/accounts", post(create_account).get(list_accounts))
+        .route(
+            "/_admin/accounts/{account}",
+            get(get_account).patch(set_plan),
+        )
+        .route("/_admin/apps", post(create_app).get(list_apps))
+        .route("/_admin/apps/{app}", get(get_app).delete(delete_app))
+        .route("/_admin/apps/{app}/keys", post(create_key).get(list_keys))
+        .route(
+            "/_admin/apps/{app}/keys/{key}",
+            get(reveal_key).delete(revoke_key),
+        )
+        .route("/_admin/apps/{app}/instances", get(list_instances))
+}
+
+fn time(ms: Option<i64>) -> Value {
+    ms.map_or(Value::Null, |ms| Value::String(format_rfc3339_ms(ms)))
+}
+
+fn account_json(u: &AccountUsage) -> Value {
+    json!({
+        "name": u.account.name,
+        "plan": u.account.plan,
+        "apps": u.apps,
+        "maxApps": u.account.plan.max_apps(),
+        "created": time(Some(u.account.created_ms)),
+    })
+}
+
+fn app_json(a: &App) -> Value {
+    json!({"name": a.name, "account": a.account, "created": time(Some(a.created_ms))})
+}
+
+/// An account named in a path: one that cannot exist is simply not found.
+fn account_param(name: &str) -> Result<AccountName, Error> {
+    name.parse()
+        .map_err(|_| Error::not_found(format!("account \"{name}\" does not exist")))
+}
+
+/// An application named in a path: one that cannot exist is simply not found.
+fn app_param(name: &str) -> Result<AppName, Error> {
+    name.parse()
+        .map_err(|_| Error::not_found(format!("application \"{name}\" does not exist")))
+}
+
+fn no_such_key(app: &AppName, key: &str) -> Error {
+    Error::not_found(format!("application \"{app}\" has no key \"{key}\""))
+}
+
+/// The later of the stored and the in-memory last use of a key.
+fn last_used(state: &AppState, k: &AccessKey) -> Option<i64> {
+    k.last_used_ms.max(state.auth.keys.last_used(&k.key))
+}
+
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct NewAccount {
+    name: String,
+    plan: Option<String>,
+}
+
+/// 201 `{ok, account}`; the plan defaults to starter.
+async fn create_account(
+    _: Admin,
+    State(state): State<AppState>,
+    Json(body): Json<NewAccount>,
+) -> ApiResult<Response> {
+    let name: AccountName = body.name.parse()?;
+    let plan = body.plan.as_deref().unwrap_or("starter").parse::<Plan>()?;
+    let account = state.services.registry.create_account(&name, plan).await?;
+    let usage = AccountUsage { account, apps: 0 };
+    Ok(reply::json(
+        StatusCode::CREATED,
+        &json!({"ok": true, "account": account_json(&usage)}),
+    ))
+}
+
+/// `{ok, accounts}` ordered by name.
+async fn list_accounts(_: Admin, State(state): State<AppState>) -> ApiResult<Response> {
+    let accounts = state.services.registry.list_accounts().await?;
+    let accounts: Vec<Value> = accounts.iter().map(account_json).collect();
+    Ok(reply::json(
+        StatusCode::OK,
+        &json!({"ok": true, "accounts": accounts}),
+    ))
+}
+
+async fn fetch_account(state: &AppState, name: &AccountName) -> Result<AccountUsage, Error> {
+    state
+        .services
+        .registry
+        .get_account(name)
+        .await?
+        .ok_or_else(|| Error::not_found(format!("account \"{name}\" does not exist")))
+}
+
+/// `{ok, account}`.
+async fn get_account(
+    _: Admin,
+    State(state): State<AppState>,
+    Path(name): Path<String>,
+) -> ApiResult<Response> {
+    let usage = fetch_account(&state, &account_param(&name)?).await?;
+    Ok(reply::json(
+        StatusCode::OK,
+        &json!({"ok": true, "account": account_json(&usage)}),
+    ))
+}
+
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct PlanChange {
+    plan: String,
+}
+
+/// `{ok, account}` on the new plan; 409 when the account owns more applications than it
+/// allows.
+async fn set_plan(
+    _: Admin,
+    State(state): State<AppState>,
+    Path(name): Path<String>,
+    Json(body): Json<PlanChange>,
+) -> ApiResult<Response> {
+    let name = account_param(&name)?;
+    let plan: Plan = body.plan.parse()?;
+    state.services.registry.set_plan(&name, plan).await?;
+    let usage = fetch_account(&state, &name).await?;
+    Ok(reply::json(
+        StatusCode::OK,
+        &json!({"ok": true, "account": account_json(&usage)}),
+    ))
+}
+
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct NewApp {
+    name: String,
+    account: String,
+}
+
+/// 201 `{ok, app}`; 403 over the plan's limit; 404 no such account; 409 name taken.
+async fn create_app(
+    _: Admin,
+    State(state): State<AppState>,
+    Json(body): Json<NewApp>,
+) -> ApiResult<Response> {
+    let name: AppName = body.name.parse()?;
+    let account: AccountName = body.account.parse()?;
+    let app = state.services.registry.create_app(&name, &account).await?;
+    Ok(reply::json(
+        StatusCode::CREATED,
+        &json!({"ok": true, "app": app_json(&app)}),
+    ))
+}
+
+#[derive(Debug, Deserialize)]
+struct AppsFilter {
+    account: Option<String>,
+}
+
+/// `{ok, apps}` ordered by name, of one account when `?account=` is given.
+async fn list_apps(
+    _: Admin,
+    State(state): State<AppState>,
+    Query(filter): Query<AppsFilter>,
+) -> ApiResult<Response> {
+    let account = filter.account.as_deref().map(account_param).transpose()?;
+    let apps = state.services.registry.list_apps(account.as_ref()).await?;
+    let apps: Vec<Value> = apps.iter().map(app_json).collect();
+    Ok(reply::json(
+        StatusCode::OK,
+        &json!({"ok": true, "apps": apps}),
+    ))
+}
+
+async fn fetch_app(state: &AppState, name: &AppName) -> Result<App, Error> {
+    state
+        .services
+        .registry
+        .get_app(name)
+        .await?
+        .ok_or_else(|| Error::not_found(format!("application \"{name}\" does not exist")))
+}
+
+/// `{ok, app}`.
+async fn get_app(
+    _: Admin,
+    State(state): State<AppState>,
+    Path(name): Path<String>,
+) -> ApiResult<Response> {
+    let app = fetch_app(&state, &app_param(&name)?).await?;
+    Ok(reply::json(
+        StatusCode::OK,
+        &json!({"ok": true, "app": app_json(&app)}),
+    ))
+}
+
+/// `{ok}`: the application, its keys and its instances are gone from the registry (and
+/// every cache) before the instances' contents are dropped.
+async fn delete_app(
+    _: Admin,
+    State(state): State<AppState>,
+    Path(name): Path<String>,
+) -> ApiResult<Response> {
+    let name = app_param(&name)?;
+    let (_, instances) = state.instances.delete_app(&name).await?;
+    state.auth.keys.forget_app(&name);
+    state.instances.drop_contents(&instances).await?;
+    Ok(reply::ok(StatusCode::OK))
+}
+
+/// 201 `{ok, key, secret, connectionString}`.
+async fn create_key(
+    _: Admin,
+    State(state): State<AppState>,
+    BaseUrl(base): BaseUrl,
+    Path(name): Path<String>,
+) -> ApiResult<Response> {
+    let app = app_param(&name)?;
+    let key = state.services.registry.create_key(&app).await?;
+    let cs = ConnectionString::new(&base, &key)?;
+    Ok(reply::json(
+        StatusCode::CREATED,
+        &json!({
+            "ok": true,
+            "key": key.key.as_str(),
+            "secret": key.secret.expose(),
+            "connectionString": cs.to_string(),
+        }),
+    ))
+}
+
+/// `{ok, keys}`, oldest first, secrets redacted.
+async fn list_keys(
+    _: Admin,
+    State(state): State<AppState>,
+    Path(name): Path<String>,
+) -> ApiResult<Response> {
+    let app = app_param(&name)?;
+    let keys = state.services.registry.list_keys(&app).await?;
+    let keys: Vec<Value> = keys
+        .iter()
+        .map(|k| {
+            json!({
+                "key": k.key.as_str(),
+                "secret": k.secret.redacted(),
+                "created": time(Some(k.created_ms)),
+                "lastUsed": time(last_used(&state, k)),
+                "revoked": time(k.revoked_ms),
+            })
+        })
+        .collect();
+    Ok(reply::json(
+        StatusCode::OK,
+        &json!({"ok": true, "keys": keys}),
+    ))
+}
+
+#[derive(Debug, Deserialize)]
+struct KeyPath {
+    app: String,
+    key: String,
+}
+
+/// `{ok, key, secret, connectionString, created, lastUsed, revoked}`, the secret in full.
+async fn reveal_key(
+    _: Admin,
+    State(state): State<AppState>,
+    BaseUrl(base): BaseUrl,
+    Path(p): Path<KeyPath>,
+) -> ApiResult<Response> {
+    let app = app_param(&p.app)?;
+    fetch_app(&state, &app).await?;
+    let id: KeyId = p.key.parse().map_err(|_| no_such_key(&app, &p.key))?;
+    let key = state
+        .services
+        .registry
+        .get_key(&id)
+        .await?
+        .filter(|k| k.app == app)
+        .ok_or_else(|| no_such_key(&app, &p.key))?;
+    let cs = ConnectionString::new(&base, &key)?;
+    Ok(reply::json(
+        StatusCode::OK,
+        &json!({
+            "ok": true,
+            "key": key.key.as_str(),
+            "secret": key.secret.expose(),
+            "connectionString": cs.to_string(),
+            "created": time(Some(key.created_ms)),
+            "lastUsed": time(last_used(&state, &key)),
+            "revoked": time(key.revoked_ms),
+        }),
+    ))
+}
+
+/// `{ok}`; tokens signed with the key fail from now on. Revoking twice is fine.
+async fn revoke_key(
+    _: Admin,
+    State(state): State<AppState>,
+    Path(p): Path<KeyPath>,
+) -> ApiResult<Response> {
+    let app = app_param(&p.app)?;
+    fetch_app(&state, &app).await?;
+    let id: KeyId = p.key.parse().map_err(|_| no_such_key(&app, &p.key))?;
+    state.services.registry.revoke_key(&app, &id).await?;
+    state.auth.keys.revoked(&id);
+    Ok(reply::ok(StatusCode::OK))
+}
+
+/// `{ok, instances: [{type, name, config, created}]}` ordered by type and name.
+async fn list_instances(
+    _: Admin,
+    State(state): State<AppState>,
+    Path(name): Path<String>,
+) -> ApiResult<Response> {
+    let app = app_param(&name)?;
+    fetch_app(&state, &app).await?;
+    let instances = state.services.registry.list_instances(Some(&app)).await?;
+    let instances: Vec<Value> = instances
+        .iter()
+        .map(|i| {
+            json!({
+                "type": i.kind(),
+                "name": i.name,
+                "config": i.config.to_public_json(),
+                "created": time(Some(i.created_ms)),
+            })
+        })
+        .collect();
+    Ok(reply::json(
+        StatusCode::OK,
+        &json!({"ok": true, "instances": instances}),
+    ))
+}

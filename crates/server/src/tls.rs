@@ -1,0 +1,165 @@
+//! HTTPS with rustls, so `cloud://` connection strings (which clients turn into
+//! `https://`) work against a self-hosted server.
+//!
+//! Integration: [`TlsListener`] implements axum's `Listener`, so HTTPS goes through the very
+//! same `axum::serve` (HTTP/1.1 and HTTP/2, graceful shutdown) as plain HTTP; no second
+//! server loop to keep in step. Handshakes run in their own tasks with a timeout, so a slow
+//! or silent client never holds up the accept loop; finished connections are handed to
+//! `axum::serve` through a bounded channel.
+
+use std::{fs, io, net::SocketAddr, path::Path, sync::Arc, time::Duration};
+
+use quintet_core::{Error, Result};
+use tokio::{
+    net::{TcpListener, TcpStream},
+    sync::mpsc,
+    task::JoinHandle,
+};
+use tokio_rustls::{
+    TlsAcceptor,
+    rustls::{
+        crypto::aws_lc_rs,
+        pki_types::{CertificateDer, PrivateKeyDer, pem::PemObject},
+    },
+    server::TlsStream,
+};
+
+use crate::config::TlsFiles;
+
+/// The rustls server configuration [`load`] builds.
+pub use tokio_rustls::rustls::ServerConfig;
+
+/// Longest a client may take to complete the TLS handshake.
+const HANDSHAKE_TIMEOUT: Duration = Duration::from_secs(10);
+
+/// Finished handshakes waiting for the server loop to take them.
+const READY_QUEUE: usize = 128;
+
+/// Read the certificate chain and private key and build the TLS configuration
+/// (TLS 1.2 and 1.3, ALPN `h2` and `http/1.1`).
+pub fn load(files: &TlsFiles) -> Result<Arc<ServerConfig>> {
+    let read = |path: &Path, what: &str| {
+        fs::read(path).map_err(|e| {
+            Error::invalid(format!(
+                "cannot read the TLS {what} {}: {e}",
+                path.display()
+            ))
+        })
+    };
+    let cert_pem = read(&files.cert, "certificate")?;
+    let certs = CertificateDer::pem_slice_iter(&cert_pem)
+        .collect::<Result<Vec<_>, _>>()
+        .map_err(|e| {
+            Error::invalid(format!(
+                "the TLS certificate {} is not valid PEM: {e}",
+                files.cert.display()
+            ))
+        })?;
+    if certs.is_empty() {
+        return Err(Error::invalid(format!(
+            "the TLS certificate {} holds no CERTIFICATE block",
+            files.cert.display()
+        )));
+    }
+    let key_pem = read(&files.key, "private key")?;
+    let key = PrivateKeyDer::from_pem_slice(&key_pem).map_err(|e| {
+        Error::invalid(format!(
+            "the TLS private key {} holds no usable PEM private key (PKCS#8, PKCS#1 or SEC1): {e}",
+            files.key.display()
+        ))
+    })?;
+    let mut config = ServerConfig::builder_with_provider(Arc::new(aws_lc_rs::default_provider()))
+        .with_safe_default_protocol_versions()
+        .map_err(|e| Error::internal(format!("TLS protocol versions: {e}")))?
+        .with_no_client_auth()
+        .with_single_cert(certs, key)
+        .map_err(|e| {
+            Error::invalid(format!(
+                "the TLS certificate {} and private key {} do not work together: {e}",
+                files.cert.display(),
+                files.key.display()
+            ))
+        })?;
+    config.alpn_protocols = vec![b"h2".to_vec(), b"http/1.1".to_vec()];
+    Ok(Arc::new(config))
+}
+
+/// A listener that accepts TCP connections and completes their TLS handshakes.
+#[derive(Debug)]
+pub struct TlsListener {
+    ready: mpsc::Receiver<(TlsStream<TcpStream>, SocketAddr)>,
+    local: SocketAddr,
+    acceptor: JoinHandle<()>,
+}
+
+impl TlsListener {
+    /// Accept on `tcp` with `config`. Must be called within a tokio runtime.
+    pub fn new(tcp: TcpListener, config: Arc<ServerConfig>) -> io::Result<Self> {
+        let local = tcp.local_addr()?;
+        let (tx, ready) = mpsc::channel(READY_QUEUE);
+        let tls = TlsAcceptor::from(config);
+        let acceptor = tokio::spawn(accept_loop(tcp, tls, tx));
+        Ok(Self {
+            ready,
+            local,
+            acceptor,
+        })
+    }
+}
+
+async fn accept_loop(
+    tcp: TcpListener,
+    tls: TlsAcceptor,
+    tx: mpsc::Sender<(TlsStream<TcpStream>, SocketAddr)>,
+) {
+    loop {
+        let (stream, peer) = match tcp.accept().await {
+            Ok(accepted) => accepted,
+            Err(e) => {
+                // Out of file descriptors and the like: wait rather than spin (as axum does).
+                tracing::debug!(error = %e, "accepting a connection failed");
+                tokio::time::sleep(Duration::from_millis(50)).await;
+                continue;
+            }
+        };
+        if tx.is_closed() {
+            return;
+        }
+        if let Err(e) = stream.set_nodelay(true) {
+            tracing::debug!(error = %e, "TCP_NODELAY");
+        }
+        let (tls, tx) = (tls.clone(), tx.clone());
+        tokio::spawn(async move {
+            match tokio::time::timeout(HANDSHAKE_TIMEOUT, tls.accept(stream)).await {
+                Ok(Ok(stream)) => {
+                    let _ = tx.send((stream, peer)).await;
+                }
+                Ok(Err(e)) => tracing::debug!(%peer, error = %e, "TLS handshake failed"),
+                Err(_) => tracing::debug!(%peer, "TLS handshake timed out"),
+            }
+        });
+    }
+}
+
+impl Drop for TlsListener {
+    fn drop(&mut self) {
+        self.acceptor.abort();
+    }
+}
+
+impl axum::serve::Listener for TlsListener {
+    type Io = TlsStream<TcpStream>;
+    type Addr = SocketAddr;
+
+    async fn accept(&mut self) -> (Self::Io, Self::Addr) {
+        match self.ready.recv().await {
+            Some(accepted) => accepted,
+            // The accept loop only ends when the listener is dropped; never resolve.
+            None => std::future::pending().await,
+        }
+    }
+
+    fn local_addr(&self) -> io::Result<Self::Addr> {
+        Ok(self.local)
+    }
+}
