@@ -64,7 +64,8 @@ pub fn write(value: &Value, out: &mut String) {
     }
 }
 
-fn write_object(map: &Map<String, Value>, out: &mut String) {
+/// Append the object `map` to `out` in JavaScript's `JSON.stringify` form.
+pub fn write_object(map: &Map<String, Value>, out: &mut String) {
     out.push('{');
     let mut first = true;
     let mut entry = |k: &str, v: &Value, out: &mut String| {

@@ -204,7 +204,7 @@ impl JobBody {
     /// The delivery text of `doc`; [`Error::TooLarge`] beyond [`MAX_JOB_BYTES`].
     pub fn from_document(doc: &Document) -> Result<Self> {
         let mut text = String::with_capacity(256);
-        js_json::write(&Value::Object(doc.clone()), &mut text);
+        js_json::write_object(doc, &mut text);
         if text.len() > MAX_JOB_BYTES {
             return Err(Error::TooLarge(format!(
                 "the job is {} bytes of JSON; a job may be at most {MAX_JOB_BYTES} bytes \
