@@ -6,11 +6,13 @@
 //! the traits in [`ports`]; the HTTP layer (`quintet-server`) calls them.
 //!
 //! - [`names`]: validated service types, instance and application names.
+//! - [`cache`]: cache keys, values, TTLs and glob patterns.
 //! - [`instance`]: instances and their per-type configuration.
 //! - [`ports`]: [`ports::Lifecycle`] plus one trait per service and the registry.
 //! - [`clock`], [`id`], [`json`], [`hmac`]: time, identifiers, guards for untrusted JSON and
 //!   the signing primitive.
 
+pub mod cache;
 pub mod clock;
 #[cfg(feature = "conformance")]
 pub mod conformance;

@@ -6,7 +6,7 @@ use std::{future::Future, sync::Arc};
 
 use anyhow::Context;
 use quintet_core::Clock;
-use quintet_embedded::Embedded;
+use quintet_embedded::{Embedded, EmbeddedOptions};
 use quintet_server::{AppState, Services};
 use tokio::net::TcpListener;
 
@@ -23,7 +23,10 @@ impl Node {
     /// Open the stores named by `config`, with `clock` as the source of time, and repair
     /// what an interrupted shutdown left behind.
     pub async fn open(config: &ServeConfig, clock: Arc<dyn Clock>) -> anyhow::Result<Self> {
-        let embedded = Embedded::open(&config.data_dir, clock)
+        let options = EmbeddedOptions {
+            cache: config.cache.clone(),
+        };
+        let embedded = Embedded::open_with(&config.data_dir, clock, &options)
             .with_context(|| format!("cannot open data directory {}", config.data_dir.display()))?;
         let services = Services {
             registry: embedded.registry.clone(),

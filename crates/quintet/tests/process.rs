@@ -30,6 +30,8 @@ fn serve_help_documents_every_setting() {
         ("--max-json-depth", "QUINTET_MAX_JSON_DEPTH"),
         ("--shutdown-timeout", "QUINTET_SHUTDOWN_TIMEOUT"),
         ("--public-url", "QUINTET_PUBLIC_URL"),
+        ("--cache-max-bytes", "QUINTET_CACHE_MAX_BYTES"),
+        ("--cache-memory-only", "QUINTET_CACHE_MEMORY_ONLY"),
         ("--log", "QUINTET_LOG"),
         ("--log-format", "QUINTET_LOG_FORMAT"),
     ] {
