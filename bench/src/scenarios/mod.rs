@@ -13,11 +13,14 @@ use tokio::sync::Mutex;
 
 use crate::load::{self, LoadResult, LoadSpec, MakeReq, Req};
 
+mod cache;
 mod ceiling;
 
 /// Every scenario, in report order.
 pub fn all() -> Vec<Box<dyn Scenario>> {
-    vec![Box::new(ceiling::Ceiling)]
+    let mut all: Vec<Box<dyn Scenario>> = vec![Box::new(ceiling::Ceiling)];
+    all.extend(cache::scenarios());
+    all
 }
 
 /// What a scenario must reach to meet its issue's goal.

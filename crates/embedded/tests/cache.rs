@@ -78,8 +78,10 @@ async fn durable_entries_survive_a_reopen_with_their_expiry() {
         c.stats(),
         CacheStats {
             entries: 2,
-            bytes: 23
-        }
+            bytes: 23,
+            values_in_memory: 0,
+        },
+        "values stay on disk until read"
     );
     assert_eq!(
         text(&c, &inst, "brief").await.as_deref(),
@@ -227,7 +229,8 @@ async fn a_bounded_cache_evicts_the_least_recently_used_of_every_instance() {
         c.stats(),
         CacheStats {
             entries: 10,
-            bytes: 1_000
+            bytes: 1_000,
+            values_in_memory: 980,
         }
     );
     // a0 is the oldest; reading it makes b0 the oldest.

@@ -7,6 +7,8 @@
 
 use std::fmt;
 
+use memchr::memmem::Finder;
+
 use crate::{Error, Result};
 
 /// Longest pattern accepted, in bytes (keys are at most 512 bytes; a pattern may add stars).
@@ -25,12 +27,23 @@ pub const MAX_PATTERN_BYTES: usize = 2048;
 /// assert!(Glob::new("exact").unwrap().matches("exact"));
 /// assert!(!Glob::new("exact").unwrap().matches("exactly"));
 /// ```
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Debug, Clone)]
 pub struct Glob {
     pattern: String,
     /// The literal pieces between stars; one piece when there is no star.
     pieces: Vec<String>,
+    /// A prepared substring search for each piece between the first and the last (so a
+    /// scan over many keys does not set up a search per key).
+    middle: Vec<Finder<'static>>,
 }
+
+impl PartialEq for Glob {
+    fn eq(&self, other: &Self) -> bool {
+        self.pattern == other.pattern
+    }
+}
+
+impl Eq for Glob {}
 
 impl Glob {
     /// Compile `pattern`. [`Error::Invalid`] when it is longer than [`MAX_PATTERN_BYTES`].
@@ -41,9 +54,18 @@ impl Glob {
                 pattern.len()
             )));
         }
+        let pieces: Vec<String> = pattern.split('*').map(str::to_owned).collect();
+        let middle = match pieces.len() {
+            0..=2 => Vec::new(),
+            n => pieces[1..n - 1]
+                .iter()
+                .map(|p| Finder::new(p.as_bytes()).into_owned())
+                .collect(),
+        };
         Ok(Self {
             pattern: pattern.to_owned(),
-            pieces: pattern.split('*').map(str::to_owned).collect(),
+            pieces,
+            middle,
         })
     }
 
@@ -52,6 +74,7 @@ impl Glob {
         Self {
             pattern: "*".to_owned(),
             pieces: vec![String::new(), String::new()],
+            middle: Vec::new(),
         }
     }
 
@@ -73,16 +96,22 @@ impl Glob {
 
     /// Whether `key` matches the pattern.
     pub fn matches(&self, key: &str) -> bool {
+        self.matches_bytes(key.as_bytes())
+    }
+
+    /// Whether the key with these bytes matches the pattern (for adapters that keep keys
+    /// as bytes).
+    pub fn matches_bytes(&self, key: &[u8]) -> bool {
         let (first, rest) = match self.pieces.split_first() {
             Some(split) => split,
             None => return key.is_empty(),
         };
-        let Some((last, middle)) = rest.split_last() else {
-            return key == first;
+        let Some(last) = rest.last() else {
+            return key == first.as_bytes();
         };
         if key.len() < first.len() + last.len()
-            || !key.starts_with(first.as_str())
-            || !key.ends_with(last.as_str())
+            || !key.starts_with(first.as_bytes())
+            || !key.ends_with(last.as_bytes())
         {
             return false;
         }
@@ -90,14 +119,29 @@ impl Glob {
         // leftmost occurrence never loses a match, because stars absorb whatever lies
         // between pieces.
         let mut hay = &key[first.len()..key.len() - last.len()];
-        for piece in middle {
-            match hay.find(piece.as_str()) {
-                Some(at) => hay = &hay[at + piece.len()..],
+        for finder in &self.middle {
+            match find(finder, hay) {
+                Some(at) => hay = &hay[at + finder.needle().len()..],
                 None => return false,
             }
         }
         true
     }
+}
+
+/// Where `finder`'s needle first occurs in `hay`. Keys are short, and for a short haystack a
+/// plain loop beats setting up a vectorised search; long ones get the linear-time search.
+fn find(finder: &Finder<'_>, hay: &[u8]) -> Option<usize> {
+    const SHORT: usize = 64;
+    let needle = finder.needle();
+    if hay.len() >= SHORT {
+        return finder.find(hay);
+    }
+    let Some((&first, rest)) = needle.split_first() else {
+        return Some(0);
+    };
+    let last_start = hay.len().checked_sub(needle.len())?;
+    (0..=last_start).find(|&i| hay[i] == first && hay[i + 1..i + needle.len()] == *rest)
 }
 
 impl fmt::Display for Glob {
@@ -111,13 +155,21 @@ mod tests {
     use super::*;
     use proptest::prelude::*;
 
-    /// The reference model: the textbook recursive definition of `*`.
+    /// The reference model: the textbook dynamic programme over pattern and key prefixes
+    /// (`m[i][j]`: the first `i` pattern bytes match the first `j` key bytes).
     fn model(p: &[u8], k: &[u8]) -> bool {
-        match p.split_first() {
-            None => k.is_empty(),
-            Some((b'*', rest)) => (0..=k.len()).any(|i| model(rest, &k[i..])),
-            Some((c, rest)) => k.first() == Some(c) && model(rest, &k[1..]),
+        let mut m = vec![vec![false; k.len() + 1]; p.len() + 1];
+        m[0][0] = true;
+        for i in 1..=p.len() {
+            for j in 0..=k.len() {
+                m[i][j] = if p[i - 1] == b'*' {
+                    m[i - 1][j] || (j > 0 && m[i][j - 1])
+                } else {
+                    j > 0 && m[i - 1][j - 1] && p[i - 1] == k[j - 1]
+                };
+            }
         }
+        m[p.len()][k.len()]
     }
 
     #[test]
@@ -172,6 +224,12 @@ mod tests {
     proptest! {
         #[test]
         fn agrees_with_the_model(p in "[ab*]{0,8}", k in "[abc]{0,10}") {
+            let g = Glob::new(&p).unwrap();
+            prop_assert_eq!(g.matches(&k), model(p.as_bytes(), k.as_bytes()), "{} {}", p, k);
+        }
+
+        #[test]
+        fn long_keys_take_the_same_answers(p in "[ab*]{0,8}", k in "[abc]{60,90}") {
             let g = Glob::new(&p).unwrap();
             prop_assert_eq!(g.matches(&k), model(p.as_bytes(), k.as_bytes()), "{} {}", p, k);
         }

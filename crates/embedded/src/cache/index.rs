@@ -1,5 +1,5 @@
-//! The in-memory index of every cache entry: key, size, expiry and recency, plus the value
-//! itself in memory-only mode. Pure bookkeeping, no I/O.
+//! The in-memory index of every cache entry: key, size, expiry and recency, and the value
+//! itself — always in memory-only mode, for recently used entries in durable mode.
 //!
 //! Writes are planned here (is the key live? which entries must be evicted to make room?),
 //! carried out on the store, then applied here. In durable mode only the SQLite writer
@@ -9,7 +9,6 @@
 use std::{
     collections::{BTreeMap, BTreeSet, HashMap, HashSet},
     ops::Bound,
-    sync::Arc,
 };
 
 use quintet_core::{
@@ -18,7 +17,10 @@ use quintet_core::{
     ports::cache::SetMode,
 };
 
-use super::lru::{Lru, NIL, Slot};
+use super::{
+    index_key::IndexKey,
+    lru::{Lru, NIL, Slot},
+};
 
 /// What a write wants.
 #[derive(Debug, Clone, Copy)]
@@ -29,13 +31,13 @@ pub(crate) enum PutOp {
     Set(Option<Ttl>, SetMode),
 }
 
-/// An entry chosen for removal: expired, or evicted to make room.
+/// An entry chosen for removal: expired, evicted to make room, or deleted.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub(crate) struct Victim {
     /// Its instance.
     pub inst: InstanceId,
     /// Its key.
-    pub key: Arc<str>,
+    pub key: IndexKey,
 }
 
 /// How to carry out a write.
@@ -45,8 +47,8 @@ pub(crate) struct PutPlan {
     pub expires_ms: Option<i64>,
     /// Entries to remove first to stay within the size bound.
     pub victims: Vec<Victim>,
-    /// The instance has no storage yet (memory-only restart, or created by an older
-    /// layout); it must be prepared first.
+    /// The instance has no storage yet (memory-only restart, or created while the cache
+    /// was memory-only); it must be prepared first.
     pub new_shelf: bool,
 }
 
@@ -55,21 +57,36 @@ pub(crate) struct PutPlan {
 pub(crate) enum Lookup {
     /// No live entry.
     Missing,
-    /// A live entry of `size` bytes; its value when the index holds values.
+    /// A live entry.
     Live {
         /// Key plus value bytes.
         size: u64,
-        /// The value, in memory-only mode.
+        /// The value, when held in memory.
         value: Option<CacheValue>,
+        /// The entry's version, to hold a value read from disk only if still current.
+        version: u64,
     },
+}
+
+/// Where values live.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Values {
+    /// Every value in memory (memory-only mode).
+    All,
+    /// Values on disk; the most recently used ones also in memory, up to this many bytes.
+    Recent(u64),
 }
 
 #[derive(Debug)]
 struct Meta {
     expires_ms: Option<i64>,
     size: u64,
+    /// Place in the recency order (with a size bound).
     slot: Slot,
     value: Option<CacheValue>,
+    /// Place in the order of values held in memory (durable mode, value held).
+    hot: Slot,
+    version: u64,
 }
 
 impl Meta {
@@ -78,10 +95,18 @@ impl Meta {
     }
 }
 
-type Shelf = BTreeMap<Arc<str>, Meta>;
+type Shelf = BTreeMap<IndexKey, Meta>;
 
-/// A key a scan matched, with its value in memory-only mode.
-pub(crate) type Match = (Arc<str>, Option<CacheValue>);
+/// A key a scan matched, with its value when held in memory.
+pub(crate) type Match = (IndexKey, Option<CacheValue>);
+
+/// Values held in memory in durable mode, most recently used last.
+#[derive(Debug, Default)]
+struct Held {
+    order: Lru,
+    bytes: u64,
+    budget: u64,
+}
 
 /// Every entry of every cache instance of the server.
 #[derive(Debug)]
@@ -89,13 +114,16 @@ pub(crate) struct Index {
     shelves: HashMap<InstanceId, Shelf>,
     /// Instances dropped since start: late writes to them must not resurrect them.
     dropped: HashSet<InstanceId>,
-    /// Recency, kept only when there is a size bound.
-    lru: Option<Lru>,
+    /// Recency of every entry, kept only when there is a size bound.
+    recency: Option<Lru>,
+    /// `None` when every value is held (memory-only mode).
+    held: Option<Held>,
     /// Entries with an expiry, soonest first.
-    expiring: BTreeSet<(i64, InstanceId, Arc<str>)>,
+    expiring: BTreeSet<(i64, InstanceId, IndexKey)>,
     bytes: u64,
     entries: u64,
     max_bytes: Option<u64>,
+    version: u64,
 }
 
 /// Bytes an entry counts for: its key plus its value's JSON text.
@@ -103,30 +131,79 @@ pub(crate) fn entry_size(key: &str, value_len: usize) -> u64 {
     (key.len() + value_len) as u64
 }
 
+/// Let go of the value `meta` holds, if any.
+fn release(held: &mut Option<Held>, meta: &mut Meta) {
+    if let (Some(h), Some(v)) = (held.as_mut(), meta.value.as_ref()) {
+        h.order.remove(meta.hot);
+        h.bytes -= v.len() as u64;
+        meta.hot = NIL;
+        meta.value = None;
+    }
+}
+
+/// Hold `value` for the entry `(inst, key)` described by `meta`.
+fn hold(
+    held: &mut Option<Held>,
+    meta: &mut Meta,
+    inst: InstanceId,
+    key: &IndexKey,
+    value: Option<CacheValue>,
+) {
+    release(held, meta);
+    match (held.as_mut(), value) {
+        (None, value) => meta.value = value,
+        (Some(h), Some(v)) => {
+            meta.hot = h.order.push(inst, key.clone());
+            h.bytes += v.len() as u64;
+            meta.value = Some(v);
+        }
+        (Some(_), None) => {}
+    }
+}
+
 impl Index {
-    /// An empty index; `max_bytes` bounds the sum of entry sizes.
-    pub(crate) fn new(max_bytes: Option<u64>) -> Self {
+    /// An empty index; `max_bytes` bounds the sum of entry sizes; `values` says where
+    /// values live.
+    pub(crate) fn new(max_bytes: Option<u64>, values: Values) -> Self {
         Self {
             shelves: HashMap::new(),
             dropped: HashSet::new(),
-            lru: max_bytes.map(|_| Lru::default()),
+            recency: max_bytes.map(|_| Lru::default()),
+            held: match values {
+                Values::All => None,
+                Values::Recent(budget) => Some(Held {
+                    budget,
+                    ..Held::default()
+                }),
+            },
             expiring: BTreeSet::new(),
             bytes: 0,
             entries: 0,
             max_bytes,
+            version: 0,
         }
     }
 
-    /// The same bound, no entries; for rebuilding.
+    /// The same settings, no entries; for rebuilding.
     pub(crate) fn emptied(&self) -> Self {
-        let mut fresh = Self::new(self.max_bytes);
+        let values = match &self.held {
+            None => Values::All,
+            Some(h) => Values::Recent(h.budget),
+        };
+        let mut fresh = Self::new(self.max_bytes, values);
         fresh.dropped = self.dropped.clone();
+        fresh.version = self.version;
         fresh
     }
 
-    /// Entries held (live or not yet reclaimed) and their bytes.
-    pub(crate) fn stats(&self) -> (u64, u64) {
-        (self.entries, self.bytes)
+    /// Entries held (live or not yet reclaimed), their bytes, and the bytes of values held
+    /// in memory.
+    pub(crate) fn stats(&self) -> (u64, u64, u64) {
+        let in_memory = match &self.held {
+            Some(h) => h.bytes,
+            None => self.bytes,
+        };
+        (self.entries, self.bytes, in_memory)
     }
 
     /// A new, empty instance.
@@ -141,8 +218,8 @@ impl Index {
         let Some(shelf) = self.shelves.remove(&inst) else {
             return;
         };
-        for (key, meta) in shelf {
-            self.forget(inst, &key, &meta);
+        for (key, mut meta) in shelf {
+            self.forget(inst, &key, &mut meta);
         }
     }
 
@@ -160,34 +237,61 @@ impl Index {
         orphans.len()
     }
 
-    /// Record an entry read back from disk at start-up.
-    pub(crate) fn load(
-        &mut self,
-        inst: InstanceId,
-        key: Arc<str>,
-        size: u64,
-        expires: Option<i64>,
-    ) {
+    /// Record an entry read back from disk at start-up (its value stays on disk).
+    pub(crate) fn load(&mut self, inst: InstanceId, key: &str, size: u64, expires: Option<i64>) {
         self.create_shelf(inst);
-        self.upsert(inst, &key, size, expires, None);
+        self.upsert(inst, &IndexKey::new(key), size, expires, None);
     }
 
     /// The live entry under `key`, marking it used.
     pub(crate) fn lookup(&mut self, inst: InstanceId, key: &str, now: i64) -> Lookup {
-        let Some(meta) = self.shelves.get(&inst).and_then(|s| s.get(key)) else {
+        let Some(meta) = self.shelves.get(&inst).and_then(|s| s.get(key.as_bytes())) else {
             return Lookup::Missing;
         };
         if !meta.live(now) {
             return Lookup::Missing;
         }
-        let found = Lookup::Live {
-            size: meta.size,
-            value: meta.value.clone(),
-        };
-        if let Some(lru) = &mut self.lru {
+        if let Some(lru) = &mut self.recency {
             lru.touch(meta.slot);
         }
-        found
+        if let (Some(h), Some(_)) = (&mut self.held, &meta.value) {
+            h.order.touch(meta.hot);
+        }
+        Lookup::Live {
+            size: meta.size,
+            value: meta.value.clone(),
+            version: meta.version,
+        }
+    }
+
+    /// Hold `value`, just read from disk, for the entry `key` if it was not written since
+    /// `version` was looked up.
+    pub(crate) fn hold_read(
+        &mut self,
+        inst: InstanceId,
+        key: &str,
+        version: u64,
+        value: CacheValue,
+    ) {
+        let Some(held) = &self.held else {
+            return;
+        };
+        if value.len() as u64 > held.budget {
+            return;
+        }
+        let k = IndexKey::new(key);
+        let Some(meta) = self
+            .shelves
+            .get_mut(&inst)
+            .and_then(|s| s.get_mut(key.as_bytes()))
+        else {
+            return;
+        };
+        if meta.version != version || meta.value.is_some() {
+            return;
+        }
+        hold(&mut self.held, meta, inst, &k, Some(value));
+        self.shed();
     }
 
     /// Decide how to write `key` (of `size` bytes) at `now`, or refuse.
@@ -206,7 +310,7 @@ impl Index {
             )));
         }
         let shelf = self.shelves.get(&inst);
-        let current = shelf.and_then(|s| s.get(key.as_str()));
+        let current = shelf.and_then(|s| s.get(key.as_str().as_bytes()));
         let live = current.filter(|m| m.live(now));
         let expires_ms = match op {
             PutOp::Add(_) if live.is_some() => return Err(existing_key(name, key)),
@@ -228,7 +332,7 @@ impl Index {
                 }
                 let after = self.bytes - current.map_or(0, |m| m.size) + size;
                 let excess = after.saturating_sub(max);
-                self.pick_victims(excess, now, Some((inst, key.as_str())))
+                self.pick_victims(excess, now, Some((inst, key.as_str().as_bytes())))
             }
         };
         Ok(PutPlan {
@@ -238,17 +342,24 @@ impl Index {
         })
     }
 
-    /// Record a planned write.
+    /// Record a planned write; `value` is held in memory (durable mode: while there is room).
     pub(crate) fn apply_put(
         &mut self,
         inst: InstanceId,
-        key: &Arc<str>,
+        key: &CacheKey,
         size: u64,
         plan: &PutPlan,
-        value: Option<CacheValue>,
+        value: CacheValue,
     ) {
         self.remove_victims(&plan.victims);
-        self.upsert(inst, key, size, plan.expires_ms, value);
+        self.upsert(
+            inst,
+            &IndexKey::new(key.as_str()),
+            size,
+            plan.expires_ms,
+            Some(value),
+        );
+        self.shed();
     }
 
     /// Refuse a remove of a key without a live entry.
@@ -262,7 +373,7 @@ impl Index {
         let live = self
             .shelves
             .get(&inst)
-            .and_then(|s| s.get(key.as_str()))
+            .and_then(|s| s.get(key.as_str().as_bytes()))
             .is_some_and(|m| m.live(now));
         if live {
             Ok(())
@@ -274,8 +385,12 @@ impl Index {
     /// Remove entries (expired, evicted or deleted).
     pub(crate) fn remove_victims(&mut self, victims: &[Victim]) {
         for v in victims {
-            if let Some(meta) = self.shelves.get_mut(&v.inst).and_then(|s| s.remove(&v.key)) {
-                self.forget(v.inst, &v.key, &meta);
+            let removed = self
+                .shelves
+                .get_mut(&v.inst)
+                .and_then(|s| s.remove(v.key.as_bytes()));
+            if let Some(mut meta) = removed {
+                self.forget(v.inst, &v.key, &mut meta);
             }
         }
     }
@@ -290,10 +405,10 @@ impl Index {
             .take(limit)
             .map(|(_, inst, key)| Victim {
                 inst: *inst,
-                key: Arc::clone(key),
+                key: key.clone(),
             })
             .collect();
-        if let (Some(max), Some(lru)) = (self.max_bytes, &self.lru) {
+        if let (Some(max), Some(lru)) = (self.max_bytes, &self.recency) {
             let freed: u64 = victims.iter().map(|v| self.size_of(v)).sum();
             let mut excess = self.bytes.saturating_sub(max).saturating_sub(freed);
             for (inst, key) in lru.oldest_first() {
@@ -302,7 +417,7 @@ impl Index {
                 }
                 let v = Victim {
                     inst,
-                    key: Arc::clone(key),
+                    key: key.clone(),
                 };
                 if self.is_expired(&v, now) {
                     continue; // already chosen above, or will be on the next round
@@ -315,37 +430,41 @@ impl Index {
     }
 
     /// Live keys of `inst` matching `glob`, in key order, starting after `after`; looks at
-    /// no more than `budget` keys. Returns the matches with their values (memory-only
-    /// mode) and, when the budget ran out first, the key to resume after.
+    /// no more than `budget` keys (at least one). Returns the matches with their values
+    /// when held in memory and, when the budget ran out first, the key to resume after.
     pub(crate) fn scan(
         &self,
         inst: InstanceId,
         glob: &Glob,
         now: i64,
-        after: Option<&Arc<str>>,
+        after: Option<&IndexKey>,
         budget: usize,
-    ) -> (Vec<Match>, Option<Arc<str>>) {
+    ) -> (Vec<Match>, Option<IndexKey>) {
         let Some(shelf) = self.shelves.get(&inst) else {
             return (Vec::new(), None);
         };
-        let prefix = glob.literal_prefix();
-        let start: Bound<&str> = match after {
-            Some(k) if k.as_ref() >= prefix => Bound::Excluded(k.as_ref()),
+        let prefix = glob.literal_prefix().as_bytes();
+        let start: Bound<&[u8]> = match after {
+            Some(k) if k.as_bytes() >= prefix => Bound::Excluded(k.as_bytes()),
             _ => Bound::Included(prefix),
         };
         let mut found = Vec::new();
-        let mut last: Option<&Arc<str>> = None;
-        for (seen, (key, meta)) in shelf.range::<str, _>((start, Bound::Unbounded)).enumerate() {
-            if !key.starts_with(prefix) {
+        let mut last: Option<&IndexKey> = None;
+        for (seen, (key, meta)) in shelf
+            .range::<[u8], _>((start, Bound::Unbounded))
+            .enumerate()
+        {
+            let bytes = key.as_bytes();
+            if !bytes.starts_with(prefix) {
                 break;
             }
-            if seen == budget {
+            if seen == budget.max(1) {
                 // Out of budget: resume after the last key looked at.
                 return (found, last.cloned());
             }
             last = Some(key);
-            if meta.live(now) && glob.matches(key) {
-                found.push((Arc::clone(key), meta.value.clone()));
+            if glob.matches_bytes(bytes) && meta.live(now) {
+                found.push((key.clone(), meta.value.clone()));
             }
             if glob.is_exact() {
                 break; // the only possible match is the first key of the range
@@ -354,18 +473,18 @@ impl Index {
         (found, None)
     }
 
-    fn size_of(&self, v: &Victim) -> u64 {
+    fn meta(&self, v: &Victim) -> Option<&Meta> {
         self.shelves
             .get(&v.inst)
-            .and_then(|s| s.get(&v.key))
-            .map_or(0, |m| m.size)
+            .and_then(|s| s.get(v.key.as_bytes()))
+    }
+
+    fn size_of(&self, v: &Victim) -> u64 {
+        self.meta(v).map_or(0, |m| m.size)
     }
 
     fn is_expired(&self, v: &Victim, now: i64) -> bool {
-        self.shelves
-            .get(&v.inst)
-            .and_then(|s| s.get(&v.key))
-            .is_some_and(|m| !m.live(now))
+        self.meta(v).is_some_and(|m| !m.live(now))
     }
 
     /// Entries whose removal frees at least `excess` bytes, sparing `spare`: expired entries
@@ -374,14 +493,15 @@ impl Index {
         &self,
         excess: u64,
         now: i64,
-        spare: Option<(InstanceId, &str)>,
+        spare: Option<(InstanceId, &[u8])>,
     ) -> Vec<Victim> {
         let mut victims = Vec::new();
         if excess == 0 {
             return victims;
         }
-        let spared =
-            |inst: InstanceId, key: &str| spare.is_some_and(|(i, k)| i == inst && k == key);
+        let spared = |inst: InstanceId, key: &IndexKey| {
+            spare.is_some_and(|(i, k)| i == inst && k == key.as_bytes())
+        };
         let mut freed = 0;
         for (at, inst, key) in &self.expiring {
             if *at > now || freed >= excess {
@@ -392,19 +512,19 @@ impl Index {
             }
             let v = Victim {
                 inst: *inst,
-                key: Arc::clone(key),
+                key: key.clone(),
             };
             freed += self.size_of(&v);
             victims.push(v);
         }
-        if let Some(lru) = &self.lru {
+        if let Some(lru) = &self.recency {
             for (inst, key) in lru.oldest_first() {
                 if freed >= excess {
                     break;
                 }
                 let v = Victim {
                     inst,
-                    key: Arc::clone(key),
+                    key: key.clone(),
                 };
                 if spared(inst, key) || self.is_expired(&v, now) {
                     continue;
@@ -419,61 +539,87 @@ impl Index {
     fn upsert(
         &mut self,
         inst: InstanceId,
-        key: &Arc<str>,
+        key: &IndexKey,
         size: u64,
         expires_ms: Option<i64>,
         value: Option<CacheValue>,
     ) {
+        self.version += 1;
+        let version = self.version;
         let shelf = self.shelves.entry(inst).or_default();
-        match shelf.get_mut(key.as_ref()) {
-            Some(meta) => {
-                self.bytes = self.bytes - meta.size + size;
-                if meta.expires_ms != expires_ms {
-                    if let Some(old) = meta.expires_ms {
-                        self.expiring.remove(&(old, inst, Arc::clone(key)));
-                    }
-                    if let Some(new) = expires_ms {
-                        self.expiring.insert((new, inst, Arc::clone(key)));
-                    }
+        if let Some(meta) = shelf.get_mut(key.as_bytes()) {
+            self.bytes = self.bytes - meta.size + size;
+            if meta.expires_ms != expires_ms {
+                if let Some(old) = meta.expires_ms {
+                    self.expiring.remove(&(old, inst, key.clone()));
                 }
-                meta.size = size;
-                meta.expires_ms = expires_ms;
-                meta.value = value;
-                if let Some(lru) = &mut self.lru {
-                    lru.touch(meta.slot);
+                if let Some(new) = expires_ms {
+                    self.expiring.insert((new, inst, key.clone()));
                 }
             }
-            None => {
-                let slot = match &mut self.lru {
-                    Some(lru) => lru.push(inst, Arc::clone(key)),
-                    None => NIL,
-                };
-                if let Some(at) = expires_ms {
-                    self.expiring.insert((at, inst, Arc::clone(key)));
-                }
-                shelf.insert(
-                    Arc::clone(key),
-                    Meta {
-                        expires_ms,
-                        size,
-                        slot,
-                        value,
-                    },
-                );
-                self.bytes += size;
-                self.entries += 1;
+            meta.size = size;
+            meta.expires_ms = expires_ms;
+            meta.version = version;
+            hold(&mut self.held, meta, inst, key, value);
+            if let Some(lru) = &mut self.recency {
+                lru.touch(meta.slot);
+            }
+            return;
+        }
+        let slot = match &mut self.recency {
+            Some(lru) => lru.push(inst, key.clone()),
+            None => NIL,
+        };
+        if let Some(at) = expires_ms {
+            self.expiring.insert((at, inst, key.clone()));
+        }
+        let mut meta = Meta {
+            expires_ms,
+            size,
+            slot,
+            value: None,
+            hot: NIL,
+            version,
+        };
+        hold(&mut self.held, &mut meta, inst, key, value);
+        shelf.insert(key.clone(), meta);
+        self.bytes += size;
+        self.entries += 1;
+    }
+
+    /// Let go of the least recently used values held in memory beyond the budget.
+    fn shed(&mut self) {
+        loop {
+            let Some(h) = &self.held else {
+                return;
+            };
+            if h.bytes <= h.budget {
+                return;
+            }
+            let Some((inst, key)) = h.order.oldest_first().next().map(|(i, k)| (i, k.clone()))
+            else {
+                return;
+            };
+            match self
+                .shelves
+                .get_mut(&inst)
+                .and_then(|s| s.get_mut(key.as_bytes()))
+            {
+                Some(meta) => release(&mut self.held, meta),
+                None => return, // cannot happen: held values belong to entries
             }
         }
     }
 
     /// Account for an entry already taken off its shelf.
-    fn forget(&mut self, inst: InstanceId, key: &Arc<str>, meta: &Meta) {
+    fn forget(&mut self, inst: InstanceId, key: &IndexKey, meta: &mut Meta) {
         if let Some(at) = meta.expires_ms {
-            self.expiring.remove(&(at, inst, Arc::clone(key)));
+            self.expiring.remove(&(at, inst, key.clone()));
         }
-        if let Some(lru) = &mut self.lru {
+        if let Some(lru) = &mut self.recency {
             lru.remove(meta.slot);
         }
+        release(&mut self.held, meta);
         self.bytes -= meta.size;
         self.entries -= 1;
     }
@@ -509,8 +655,12 @@ mod tests {
     ) -> Result<Vec<String>> {
         let k = key(k);
         let plan = ix.plan_put(inst, &name(), &k, size, now, op)?;
-        ix.apply_put(inst, k.as_arc(), size, &plan, None);
-        Ok(plan.victims.iter().map(|v| v.key.to_string()).collect())
+        ix.apply_put(inst, &k, size, &plan, CacheValue::from_stored("{}"));
+        Ok(plan
+            .victims
+            .iter()
+            .map(|v| v.key.as_str().to_owned())
+            .collect())
     }
 
     fn live(ix: &mut Index, inst: InstanceId, k: &str, now: i64) -> bool {
@@ -519,26 +669,26 @@ mod tests {
 
     #[test]
     fn sizes_add_up_through_upserts_and_removals() {
-        let mut ix = Index::new(None);
+        let mut ix = Index::new(None, Values::All);
         put(&mut ix, A, "a", 10, 0, PutOp::Add(None)).unwrap();
         put(&mut ix, A, "b", 20, 0, PutOp::Add(ttl("1s"))).unwrap();
         put(&mut ix, B, "a", 5, 0, PutOp::Add(None)).unwrap();
-        assert_eq!(ix.stats(), (3, 35));
+        assert_eq!((ix.stats().0, ix.stats().1), (3, 35));
         put(&mut ix, A, "a", 4, 0, PutOp::Set(None, SetMode::Upsert)).unwrap();
-        assert_eq!(ix.stats(), (3, 29));
+        assert_eq!((ix.stats().0, ix.stats().1), (3, 29));
         ix.remove_victims(&[Victim {
             inst: A,
-            key: "b".into(),
+            key: IndexKey::new("b"),
         }]);
-        assert_eq!(ix.stats(), (2, 9));
+        assert_eq!((ix.stats().0, ix.stats().1), (2, 9));
         assert!(ix.expiring.is_empty(), "the expiry entry went with it");
         ix.drop_shelf(B);
-        assert_eq!(ix.stats(), (1, 4));
+        assert_eq!((ix.stats().0, ix.stats().1), (1, 4));
     }
 
     #[test]
     fn a_full_cache_evicts_the_least_recently_used() {
-        let mut ix = Index::new(Some(100));
+        let mut ix = Index::new(Some(100), Values::All);
         for k in ["a", "b", "c", "d"] {
             assert!(
                 put(&mut ix, A, k, 25, 0, PutOp::Add(None))
@@ -553,7 +703,7 @@ mod tests {
             ["b", "c"],
             "oldest first, until the new entry fits"
         );
-        assert_eq!(ix.stats(), (3, 80));
+        assert_eq!((ix.stats().0, ix.stats().1), (3, 80));
         assert!(!live(&mut ix, A, "b", 0));
         // A write is a use too.
         put(&mut ix, A, "d", 25, 0, PutOp::Set(None, SetMode::Upsert)).unwrap();
@@ -563,7 +713,7 @@ mod tests {
 
     #[test]
     fn eviction_takes_expired_entries_first_and_spares_the_written_key() {
-        let mut ix = Index::new(Some(100));
+        let mut ix = Index::new(Some(100), Values::All);
         put(&mut ix, A, "old", 40, 0, PutOp::Add(None)).unwrap();
         put(&mut ix, A, "brief", 40, 0, PutOp::Add(ttl("1s"))).unwrap();
         let evicted = put(&mut ix, A, "new", 40, 1_000, PutOp::Add(None)).unwrap();
@@ -583,12 +733,12 @@ mod tests {
         )
         .unwrap();
         assert_eq!(evicted, ["old"]);
-        assert_eq!(ix.stats(), (1, 70));
+        assert_eq!((ix.stats().0, ix.stats().1), (1, 70));
     }
 
     #[test]
     fn an_entry_larger_than_the_bound_is_refused_and_changes_nothing() {
-        let mut ix = Index::new(Some(100));
+        let mut ix = Index::new(Some(100), Values::All);
         put(&mut ix, A, "a", 50, 0, PutOp::Add(None)).unwrap();
         let e = put(&mut ix, A, "b", 101, 0, PutOp::Add(None)).unwrap_err();
         assert_eq!(
@@ -599,37 +749,41 @@ mod tests {
                     .into()
             )
         );
-        assert_eq!(ix.stats(), (1, 50));
+        assert_eq!((ix.stats().0, ix.stats().1), (1, 50));
         assert!(put(&mut ix, A, "b", 100, 0, PutOp::Add(None)).is_ok());
-        assert_eq!(ix.stats(), (1, 100));
+        assert_eq!((ix.stats().0, ix.stats().1), (1, 100));
     }
 
     #[test]
     fn reap_takes_expired_entries_soonest_first_and_trims_to_the_bound() {
-        let mut ix = Index::new(None);
+        let mut ix = Index::new(None, Values::All);
         put(&mut ix, A, "later", 1, 0, PutOp::Add(ttl("2s"))).unwrap();
         put(&mut ix, A, "sooner", 1, 0, PutOp::Add(ttl("1s"))).unwrap();
         put(&mut ix, B, "never", 1, 0, PutOp::Add(None)).unwrap();
         assert!(ix.plan_reap(999, 10).is_empty());
-        let keys = |v: Vec<Victim>| v.iter().map(|v| v.key.to_string()).collect::<Vec<_>>();
+        let keys = |v: Vec<Victim>| {
+            v.iter()
+                .map(|v| v.key.as_str().to_owned())
+                .collect::<Vec<_>>()
+        };
         assert_eq!(keys(ix.plan_reap(5_000, 10)), ["sooner", "later"]);
         assert_eq!(keys(ix.plan_reap(5_000, 1)), ["sooner"]);
 
         // A bound lowered since the entries were stored (a restart): trimmed, oldest first.
-        let mut ix = Index::new(Some(10));
+        let mut ix = Index::new(Some(10), Values::All);
         for k in ["a", "b", "c", "d"] {
-            ix.load(A, k.into(), 4, None);
+            ix.load(A, k, 4, None);
         }
         let victims = ix.plan_reap(0, 10);
         assert_eq!(keys(victims.clone()), ["a", "b"]);
         ix.remove_victims(&victims);
-        assert_eq!(ix.stats(), (2, 8));
+        assert_eq!((ix.stats().0, ix.stats().1), (2, 8));
         assert!(ix.plan_reap(0, 10).is_empty());
     }
 
     #[test]
     fn a_dropped_instance_refuses_writes_until_created_again() {
-        let mut ix = Index::new(None);
+        let mut ix = Index::new(None, Values::All);
         ix.create_shelf(A);
         ix.drop_shelf(A);
         let e = put(&mut ix, A, "k", 1, 0, PutOp::Add(None)).unwrap_err();
@@ -642,12 +796,74 @@ mod tests {
         assert!(plan.new_shelf);
         let live: HashSet<InstanceId> = [B].into_iter().collect();
         assert_eq!(ix.retain(&live), 1);
-        assert_eq!(ix.stats(), (0, 0));
+        assert_eq!((ix.stats().0, ix.stats().1), (0, 0));
+    }
+
+    #[test]
+    fn recent_values_stay_in_memory_within_the_budget() {
+        let mut ix = Index::new(None, Values::Recent(10));
+        let v = |n: usize| CacheValue::from_stored("x".repeat(n));
+        let write = |ix: &mut Index, k: &str, n: usize| {
+            let k = key(k);
+            let plan = ix
+                .plan_put(
+                    A,
+                    &name(),
+                    &k,
+                    n as u64,
+                    0,
+                    PutOp::Set(None, SetMode::Upsert),
+                )
+                .unwrap();
+            ix.apply_put(A, &k, n as u64, &plan, v(n));
+        };
+        let held = |ix: &mut Index, k: &str| match ix.lookup(A, k, 0) {
+            Lookup::Live { value, .. } => value.is_some(),
+            Lookup::Missing => panic!("{k} missing"),
+        };
+        write(&mut ix, "a", 4);
+        write(&mut ix, "b", 4);
+        assert_eq!(ix.stats().2, 8);
+        assert!(held(&mut ix, "a")); // b is now the least recently used value
+        write(&mut ix, "c", 4);
+        assert_eq!(ix.stats().2, 8, "b was let go, its entry stays");
+        assert!(!held(&mut ix, "b"));
+        assert!(held(&mut ix, "a") && held(&mut ix, "c"));
+        assert_eq!(ix.stats().0, 3);
+
+        // A value read from disk is held, unless the entry was written since the lookup.
+        let Lookup::Live { version, .. } = ix.lookup(A, "b", 0) else {
+            panic!()
+        };
+        ix.hold_read(A, "b", version, v(4));
+        assert!(held(&mut ix, "b"));
+        assert_eq!(ix.stats().2, 8);
+        ix.load(A, "d", 4, None);
+        let Lookup::Live { version, .. } = ix.lookup(A, "d", 0) else {
+            panic!()
+        };
+        write(&mut ix, "d", 5);
+        ix.hold_read(A, "d", version, v(4));
+        let Lookup::Live { value, .. } = ix.lookup(A, "d", 0) else {
+            panic!()
+        };
+        assert_eq!(
+            value.map(|v| v.len()),
+            Some(5),
+            "the stale read was not held"
+        );
+
+        // Too big for the budget: never held.
+        write(&mut ix, "big", 11);
+        assert!(!held(&mut ix, "big"));
+        assert!(ix.stats().2 <= 10);
+        ix.drop_shelf(A);
+        assert_eq!(ix.stats(), (0, 0, 0));
     }
 
     #[test]
     fn scans_resume_across_chunks_and_stay_in_the_prefix_range() {
-        let mut ix = Index::new(None);
+        let mut ix = Index::new(None, Values::All);
         for i in 0..50 {
             put(&mut ix, A, &format!("k{i:02}"), 1, 0, PutOp::Add(None)).unwrap();
         }
@@ -667,7 +883,7 @@ mod tests {
                 let mut after = None;
                 loop {
                     let (chunk, resume) = ix.scan(A, &glob, 0, after.as_ref(), budget);
-                    got.extend(chunk.into_iter().map(|(k, _)| k.to_string()));
+                    got.extend(chunk.into_iter().map(|(k, _)| k.as_str().to_owned()));
                     match resume {
                         Some(r) => after = Some(r),
                         None => break,

@@ -2,9 +2,9 @@
 //! linked list threaded through a slab, so a use is an O(1) unlink and relink with no
 //! allocation.
 
-use std::sync::Arc;
-
 use quintet_core::InstanceId;
+
+use super::index_key::IndexKey;
 
 /// Index of a node in the slab; [`NIL`] ends the list.
 pub(crate) type Slot = u32;
@@ -19,7 +19,7 @@ struct Node {
     /// Towards the least recently used end.
     older: Slot,
     /// The entry, `None` while the node is free.
-    entry: Option<(InstanceId, Arc<str>)>,
+    entry: Option<(InstanceId, IndexKey)>,
 }
 
 /// The recency order; the front is the most recently used entry.
@@ -33,7 +33,7 @@ pub(crate) struct Lru {
 
 impl Lru {
     /// Add an entry as the most recently used; returns its slot.
-    pub(crate) fn push(&mut self, inst: InstanceId, key: Arc<str>) -> Slot {
+    pub(crate) fn push(&mut self, inst: InstanceId, key: IndexKey) -> Slot {
         let node = Node {
             newer: NIL,
             older: NIL,
@@ -75,7 +75,7 @@ impl Lru {
     }
 
     /// Entries from the least recently used on.
-    pub(crate) fn oldest_first(&self) -> impl Iterator<Item = (InstanceId, &Arc<str>)> + '_ {
+    pub(crate) fn oldest_first(&self) -> impl Iterator<Item = (InstanceId, &IndexKey)> + '_ {
         let mut at = self.oldest;
         std::iter::from_fn(move || {
             let slot = at?;
@@ -129,22 +129,24 @@ mod tests {
     use proptest::prelude::*;
 
     fn order(lru: &Lru) -> Vec<String> {
-        lru.oldest_first().map(|(_, k)| k.to_string()).collect()
+        lru.oldest_first()
+            .map(|(_, k)| k.as_str().to_owned())
+            .collect()
     }
 
     #[test]
     fn touch_moves_to_the_front_and_remove_unlinks() {
         let mut lru = Lru::default();
-        let a = lru.push(InstanceId(1), "a".into());
-        let b = lru.push(InstanceId(1), "b".into());
-        let c = lru.push(InstanceId(2), "c".into());
+        let a = lru.push(InstanceId(1), IndexKey::new("a"));
+        let b = lru.push(InstanceId(1), IndexKey::new("b"));
+        let c = lru.push(InstanceId(2), IndexKey::new("c"));
         assert_eq!(order(&lru), ["a", "b", "c"]);
         lru.touch(a);
         assert_eq!(order(&lru), ["b", "c", "a"]);
         lru.remove(c);
         assert_eq!(order(&lru), ["b", "a"]);
         lru.remove(c); // twice is harmless
-        let d = lru.push(InstanceId(3), "d".into());
+        let d = lru.push(InstanceId(3), IndexKey::new("d"));
         assert_eq!(d, c, "free slots are reused");
         assert_eq!(order(&lru), ["b", "a", "d"]);
         lru.remove(b);
@@ -180,7 +182,7 @@ mod tests {
             for op in ops {
                 match op {
                     Op::Push(k) if !slots.contains_key(&k) => {
-                        slots.insert(k, lru.push(InstanceId(0), k.to_string().into()));
+                        slots.insert(k, lru.push(InstanceId(0), IndexKey::new(&k.to_string())));
                         model.push(k);
                     }
                     Op::Push(_) => {}

@@ -24,6 +24,7 @@
 //! `get` marks an entry used in memory only, so reads never write to disk.
 
 mod index;
+mod index_key;
 mod lru;
 
 use std::{
@@ -48,7 +49,10 @@ use quintet_core::{
 use rusqlite::{Connection, OptionalExtension};
 use tokio::{sync::watch, task::JoinHandle};
 
-use self::index::{Index, Lookup, PutOp, PutPlan, Victim, entry_size};
+use self::{
+    index::{Index, Lookup, PutOp, PutPlan, Values, Victim, entry_size},
+    index_key::IndexKey,
+};
 use crate::{
     instance_store::InstanceTables,
     sqlite::{SqliteDb, SqliteOptions, sql_error},
@@ -65,6 +69,10 @@ const INLINE_READ_BYTES: u64 = 64 * 1024;
 
 /// Keys a query examines per hold of the index lock, so a long scan lets other requests in.
 const SCAN_CHUNK: usize = 4096;
+
+/// In durable mode, the values of the most recently used entries are also kept in memory,
+/// up to this many bytes, so reading them needs no SQLite at all.
+pub const HELD_VALUE_BYTES: u64 = 64 * 1024 * 1024;
 
 const TABLES: InstanceTables = InstanceTables { prefix: "c" };
 
@@ -86,6 +94,8 @@ pub struct CacheStats {
     pub entries: u64,
     /// Bytes of their keys plus values.
     pub bytes: u64,
+    /// Bytes of values kept in memory (all of them when memory-only).
+    pub values_in_memory: u64,
 }
 
 /// The embedded cache adapter.
@@ -123,7 +133,12 @@ impl EmbeddedCache {
     /// (then a file left at `path` by an earlier durable run is removed, so its entries
     /// cannot come back later). Every stored entry is indexed before this returns.
     pub fn open(path: &Path, clock: Arc<dyn Clock>, options: &CacheOptions) -> Result<Self> {
-        let mut index = Index::new(options.max_bytes);
+        let values = if options.memory_only {
+            Values::All
+        } else {
+            Values::Recent(HELD_VALUE_BYTES)
+        };
+        let mut index = Index::new(options.max_bytes, values);
         let db = if options.memory_only {
             remove_files(path)?;
             None
@@ -147,8 +162,12 @@ impl EmbeddedCache {
 
     /// Entries held and their bytes.
     pub fn stats(&self) -> CacheStats {
-        let (entries, bytes) = self.inner.lock().stats();
-        CacheStats { entries, bytes }
+        let (entries, bytes, values_in_memory) = self.inner.lock().stats();
+        CacheStats {
+            entries,
+            bytes,
+            values_in_memory,
+        }
     }
 
     /// Reclaim every expired entry now (and trim to the bound), as the background task
@@ -196,7 +215,7 @@ impl EmbeddedCache {
         let Some(db) = &self.inner.db else {
             let mut index = self.inner.lock();
             let plan = index.plan_put(inst, &name, key, size, now, op)?;
-            index.apply_put(inst, key.as_arc(), size, &plan, Some(value));
+            index.apply_put(inst, key, size, &plan, value);
             return Ok(());
         };
         let inner = Arc::clone(&self.inner);
@@ -205,9 +224,7 @@ impl EmbeddedCache {
             .write(move |conn| {
                 let plan = inner.lock().plan_put(inst, &name, &key, size, now, op)?;
                 write_sql(conn, inst, &key, &value, &plan)?;
-                inner
-                    .lock()
-                    .apply_put(inst, key.as_arc(), size, &plan, None);
+                inner.lock().apply_put(inst, &key, size, &plan, value);
                 Ok(())
             })
             .await;
@@ -341,7 +358,7 @@ fn load_all(conn: &Connection, index: &mut Index) -> Result<()> {
             let value_len: i64 = row.get(1).map_err(sql_error)?;
             let expires: Option<i64> = row.get(2).map_err(sql_error)?;
             let size = entry_size(&key, usize::try_from(value_len).unwrap_or(0));
-            index.load(id, Arc::from(key), size, expires);
+            index.load(id, &key, size, expires);
         }
     }
     Ok(())
@@ -378,7 +395,7 @@ fn write_sql(
 fn delete_sql(conn: &Connection, victims: &[Victim]) -> Result<()> {
     for v in victims {
         conn.prepare_cached(&format!("DELETE FROM \"{}\" WHERE key = ?1", table(v.inst)))
-            .and_then(|mut stmt| stmt.execute([v.key.as_ref()]))
+            .and_then(|mut stmt| stmt.execute([v.key.as_str()]))
             .map_err(sql_error)?;
     }
     Ok(())
@@ -429,22 +446,33 @@ impl Cache for EmbeddedCache {
         self.ensure_reaper();
         let now = self.inner.clock.now_ms();
         let found = self.inner.lock().lookup(instance.id, key.as_str(), now);
-        let size = match found {
+        let (size, version) = match found {
             Lookup::Missing => return Ok(None),
             Lookup::Live { value: Some(v), .. } => return Ok(Some(v)),
-            Lookup::Live { size, value: None } => size,
+            Lookup::Live {
+                size,
+                value: None,
+                version,
+            } => (size, version),
         };
         let Some(db) = &self.inner.db else {
             return Ok(None);
         };
         let t = table(instance.id);
-        if size <= INLINE_READ_BYTES {
-            db.read_now(|conn| read_value(conn, &t, key.as_str(), now))
+        let value = if size <= INLINE_READ_BYTES {
+            db.read_now(|conn| read_value(conn, &t, key.as_str(), now))?
         } else {
             let key = key.clone();
             db.read(move |conn| read_value(conn, &t, key.as_str(), now))
-                .await
+                .await?
+        };
+        if let Some(v) = &value {
+            // Keep it in memory for the next read, unless a write came in between.
+            self.inner
+                .lock()
+                .hold_read(instance.id, key.as_str(), version, v.clone());
         }
+        Ok(value)
     }
 
     async fn set(
@@ -464,7 +492,7 @@ impl Cache for EmbeddedCache {
         let (inst, name) = (instance.id, instance.name.clone());
         let victim = Victim {
             inst,
-            key: Arc::clone(key.as_arc()),
+            key: IndexKey::new(key.as_str()),
         };
         let Some(db) = &self.inner.db else {
             let mut index = self.inner.lock();
@@ -502,30 +530,35 @@ impl Cache for EmbeddedCache {
                 None => break,
             }
         }
-        let Some(db) = &self.inner.db else {
-            return found
-                .into_iter()
-                .filter_map(|(key, value)| value.map(|v| (key, v)))
-                .map(|(key, value)| {
-                    Ok(CacheEntry {
-                        key: key.try_into()?,
-                        value,
+        let all_held = found.iter().all(|(_, value)| value.is_some());
+        let db = match &self.inner.db {
+            Some(db) if !all_held => db,
+            _ => {
+                return found
+                    .into_iter()
+                    .filter_map(|(key, value)| value.map(|v| (key, v)))
+                    .map(|(key, value)| {
+                        Ok(CacheEntry {
+                            key: key.as_str().parse()?,
+                            value,
+                        })
                     })
-                })
-                .collect();
+                    .collect();
+            }
         };
-        if found.is_empty() {
-            return Ok(Vec::new());
-        }
         let t = table(instance.id);
         db.read(move |conn| {
-            // One read transaction: every value from the same snapshot.
+            // One read transaction: every value read from the same snapshot.
             let tx = conn.unchecked_transaction().map_err(sql_error)?;
             let mut entries = Vec::with_capacity(found.len());
-            for (key, _) in found {
-                if let Some(value) = read_value(&tx, &t, &key, now)? {
+            for (key, held) in found {
+                let value = match held {
+                    Some(v) => Some(v),
+                    None => read_value(&tx, &t, key.as_str(), now)?,
+                };
+                if let Some(value) = value {
                     entries.push(CacheEntry {
-                        key: key.try_into()?,
+                        key: key.as_str().parse()?,
                         value,
                     });
                 }
