@@ -2,11 +2,13 @@
 //! table per instance) or, when the operator chooses, in memory only.
 //!
 //! # Layout
-//! [`index::Index`] holds, for every entry of every instance, its key, size and expiry (and
-//! its recency when the cache is bounded). Point reads check the index first: a missing or
-//! expired key never touches SQLite, and a hit reads one row by primary key. Queries walk
-//! the index's sorted keys (only the range sharing the pattern's literal prefix) and read
-//! the values of the matches.
+//! `index::Index` holds, for every entry of every instance, its key, size and expiry (and
+//! its recency when the cache is bounded), plus the values of the most recently used
+//! entries (up to [`HELD_VALUE_BYTES`]; every value when memory-only). Point reads check
+//! the index first: a missing or expired key never touches SQLite, a held value is answered
+//! from memory, anything else is one row read by primary key. Queries walk the index's
+//! sorted keys (only the range sharing the pattern's literal prefix) and read the values of
+//! the matches that are not held.
 //!
 //! # Writes
 //! In durable mode a write is one closure on the SQLite writer thread: it plans against the
