@@ -140,6 +140,23 @@ pub struct ServeArgs {
     /// PEM private key of --tls-cert
     #[arg(long, env = "QUINTET_TLS_KEY", value_name = "FILE")]
     pub tls_key: Option<PathBuf>,
+    /// Most bytes (keys plus values) the cache entries of all instances may take; when a
+    /// write would go beyond, the least recently used entries are evicted [default: no
+    /// limit, nothing is evicted]
+    #[arg(long, env = "QUINTET_CACHE_MAX_BYTES", value_name = "BYTES")]
+    pub cache_max_bytes: Option<u64>,
+
+    /// Keep cache entries in memory only: nothing written to disk, every entry gone after
+    /// a restart [default: false, entries are durable]
+    #[arg(
+        long,
+        env = "QUINTET_CACHE_MEMORY_ONLY",
+        value_name = "BOOL",
+        num_args = 0..=1,
+        default_missing_value = "true",
+        value_parser = clap::builder::BoolishValueParser::new()
+    )]
+    pub cache_memory_only: Option<bool>,
 
     /// Log filter, e.g. `info`, `warn`, `quintet=debug` [default: info]
     #[arg(long, env = "QUINTET_LOG", value_name = "FILTER")]
@@ -167,6 +184,8 @@ pub(crate) struct FileConfig {
     pub(crate) admin_token: Option<String>,
     pub(crate) tls_cert: Option<PathBuf>,
     tls_key: Option<PathBuf>,
+    cache_max_bytes: Option<u64>,
+    cache_memory_only: Option<bool>,
     log: Option<String>,
     log_format: Option<LogFormat>,
 }
@@ -184,6 +203,8 @@ pub struct ServeConfig {
     pub server: quintet_server::Config,
     /// The embedded stores' directory.
     pub data_dir: PathBuf,
+    /// The embedded cache's bound and durability.
+    pub cache: quintet_embedded::cache::CacheOptions,
     /// Log filter.
     pub log: String,
     /// Log format.
@@ -241,6 +262,10 @@ impl ServeArgs {
             (None, None) => None,
             _ => bail!("--tls-cert and --tls-key go together: give both files, or neither"),
         };
+        let cache_max_bytes = self.cache_max_bytes.or(file.cache_max_bytes);
+        if cache_max_bytes == Some(0) {
+            bail!("cache-max-bytes must be at least 1; leave it unset for no limit");
+        }
         Ok(ServeConfig {
             server: quintet_server::Config {
                 listen,
@@ -264,6 +289,13 @@ impl ServeArgs {
                 .data_dir
                 .or(file.data_dir)
                 .unwrap_or_else(|| PathBuf::from("quintet-data")),
+            cache: quintet_embedded::cache::CacheOptions {
+                max_bytes: cache_max_bytes,
+                memory_only: self
+                    .cache_memory_only
+                    .or(file.cache_memory_only)
+                    .unwrap_or(false),
+            },
             log: self.log.or(file.log).unwrap_or_else(|| "info".to_owned()),
             log_format: self
                 .log_format
@@ -423,6 +455,41 @@ mod tests {
     fn zero_limits_are_refused() {
         assert!(parse(&["--max-json-depth", "0"]).resolve().is_err());
         assert!(parse(&["--max-body-bytes", "0"]).resolve().is_err());
+        assert!(parse(&["--cache-max-bytes", "0"]).resolve().is_err());
+    }
+
+    #[test]
+    fn cache_settings_from_flags_and_the_file() {
+        let c = ServeArgs::default().resolve().unwrap();
+        assert_eq!(c.cache, quintet_embedded::cache::CacheOptions::default());
+        let c = parse(&["--cache-max-bytes", "1048576", "--cache-memory-only"])
+            .resolve()
+            .unwrap();
+        assert_eq!(c.cache.max_bytes, Some(1_048_576));
+        assert!(c.cache.memory_only);
+        assert!(
+            !parse(&["--cache-memory-only=false"])
+                .resolve()
+                .unwrap()
+                .cache
+                .memory_only
+        );
+        let f = toml_file("cache_max_bytes = 4096\ncache_memory_only = true\n");
+        let path = f.path().to_str().unwrap();
+        let c = parse(&["--config", path]).resolve().unwrap();
+        assert_eq!(c.cache.max_bytes, Some(4096));
+        assert!(c.cache.memory_only);
+        let c = parse(&[
+            "--config",
+            path,
+            "--cache-memory-only=false",
+            "--cache-max-bytes",
+            "9",
+        ])
+        .resolve()
+        .unwrap();
+        assert_eq!(c.cache.max_bytes, Some(9));
+        assert!(!c.cache.memory_only, "a flag beats the file");
     }
 
     #[test]

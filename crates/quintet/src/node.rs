@@ -6,7 +6,7 @@ use std::{future::Future, sync::Arc};
 
 use anyhow::Context;
 use quintet_core::{Clock, keys::Secret};
-use quintet_embedded::Embedded;
+use quintet_embedded::{Embedded, EmbeddedOptions};
 use quintet_server::{AppState, Services, tls};
 use tokio::net::TcpListener;
 
@@ -29,7 +29,10 @@ impl Node {
         // TLS files first: a bad certificate should fail before anything is opened.
         let tls = config.server.tls.as_ref().map(tls::load).transpose()?;
         let created = !config.data_dir.exists();
-        let embedded = Embedded::open(&config.data_dir, Arc::clone(&clock))
+        let options = EmbeddedOptions {
+            cache: config.cache.clone(),
+        };
+        let embedded = Embedded::open_with(&config.data_dir, Arc::clone(&clock), &options)
             .with_context(|| format!("cannot open data directory {}", config.data_dir.display()))?;
         admin_token::protect_data_dir(embedded.dir.root(), created)?;
         let mut server = config.server.clone();

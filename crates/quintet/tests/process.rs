@@ -37,6 +37,8 @@ fn serve_help_documents_every_setting() {
         ("--admin-token", "QUINTET_ADMIN_TOKEN"),
         ("--tls-cert", "QUINTET_TLS_CERT"),
         ("--tls-key", "QUINTET_TLS_KEY"),
+        ("--cache-max-bytes", "QUINTET_CACHE_MAX_BYTES"),
+        ("--cache-memory-only", "QUINTET_CACHE_MEMORY_ONLY"),
         ("--log", "QUINTET_LOG"),
         ("--log-format", "QUINTET_LOG_FORMAT"),
     ] {

@@ -53,7 +53,8 @@ impl Instances {
         }
         let missing = || {
             Error::not_found(format!(
-                "{kind} instance \"{name}\" does not exist; create it with PUT /{kind}/{name}"
+                "{kind} instance \"{name}\" does not exist; create it with PUT {}",
+                quintet_core::instance::path(app, kind, name)
             ))
         };
         let Ok(parsed) = name.parse::<InstanceName>() else {

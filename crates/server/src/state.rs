@@ -4,7 +4,7 @@ use std::sync::Arc;
 
 use quintet_core::{
     Clock, Result, ServiceType, SystemClock,
-    ports::{Lifecycle, registry::Registry, storage::ObjectStorage},
+    ports::{Lifecycle, cache::Cache, registry::Registry, storage::ObjectStorage},
 };
 
 use crate::{auth::Auth, config::Config, instances::Instances, metrics::Metrics};
@@ -17,7 +17,7 @@ pub struct Services {
     /// Documents.
     pub data: Arc<dyn Lifecycle>,
     /// Cache entries.
-    pub cache: Arc<dyn Lifecycle>,
+    pub cache: Arc<dyn Cache>,
     /// Full-text indexes.
     pub search: Arc<dyn Lifecycle>,
     /// Jobs.

@@ -7,6 +7,7 @@
 
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
 
+pub mod cache;
 pub mod lifecycle;
 pub mod registry;
 pub mod storage;

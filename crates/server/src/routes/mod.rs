@@ -6,6 +6,7 @@ use axum::{Router, extract::DefaultBodyLimit};
 use crate::state::AppState;
 
 mod admin;
+mod cache;
 mod lifecycle;
 mod meta;
 mod storage;
@@ -18,6 +19,7 @@ pub fn router(state: AppState) -> Router {
         .merge(meta::routes())
         .merge(lifecycle::routes())
         .merge(admin::routes())
+        .merge(cache::routes())
         .layer(DefaultBodyLimit::max(limit))
         .merge(storage::routes().layer(DefaultBodyLimit::disable()))
         .with_state(state)

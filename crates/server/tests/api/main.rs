@@ -5,6 +5,7 @@
 
 mod admin;
 mod auth;
+mod cache;
 mod http;
 mod hyper_connect;
 mod lifecycle;
