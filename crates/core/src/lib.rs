@@ -19,6 +19,7 @@ pub mod hmac;
 pub mod id;
 pub mod instance;
 pub mod json;
+pub mod mango;
 pub mod names;
 pub mod ports;
 
