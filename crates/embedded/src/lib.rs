@@ -52,7 +52,10 @@ impl Embedded {
                 &dir.join("registry.db"),
                 Arc::clone(&clock),
             )?),
-            data: Arc::new(data::SqliteDocStore::open(&dir.join("data.db"))?),
+            data: Arc::new(data::SqliteDocStore::open(
+                &dir.join("data.db"),
+                Arc::clone(&clock),
+            )?),
             cache: Arc::new(cache::SqliteCache::open(&dir.join("cache.db"))?),
             search: Arc::new(search::TantivySearchIndex::open(&dir.join("search"))?),
             queue: Arc::new(queue::SqliteJobQueue::open(&dir.join("queue.db"))?),

@@ -331,7 +331,7 @@ fn writer_loop(conn: Connection, rx: mpsc::Receiver<Msg>) {
 }
 
 fn run_batch(conn: &Connection, batch: &mut Vec<WriteJob>) {
-    if let Err(e) = conn.execute_batch("BEGIN IMMEDIATE") {
+    if let Err(e) = exec_cached(conn, "BEGIN IMMEDIATE") {
         let err = sql_error(e);
         tracing::error!(error = %err, "cannot begin a write transaction");
         for job in batch.drain(..) {
@@ -344,7 +344,7 @@ fn run_batch(conn: &Connection, batch: &mut Vec<WriteJob>) {
     let mut delivers: Vec<Deliver> = Vec::with_capacity(batch.len());
     let mut any_ok = false;
     for job in batch.drain(..) {
-        if !single && let Err(e) = conn.execute_batch("SAVEPOINT w") {
+        if !single && let Err(e) = exec_cached(conn, "SAVEPOINT w") {
             job.fail(sql_error(e));
             continue;
         }
@@ -352,18 +352,18 @@ fn run_batch(conn: &Connection, batch: &mut Vec<WriteJob>) {
         any_ok |= ok;
         if !single {
             let end = if ok {
-                "RELEASE w"
+                exec_cached(conn, "RELEASE w")
             } else {
-                "ROLLBACK TO w; RELEASE w"
+                exec_cached(conn, "ROLLBACK TO w").and_then(|()| exec_cached(conn, "RELEASE w"))
             };
-            if let Err(e) = conn.execute_batch(end) {
+            if let Err(e) = end {
                 tracing::error!(error = %e, "ending a savepoint failed");
             }
         }
         delivers.push(deliver);
     }
     let end = if any_ok { "COMMIT" } else { "ROLLBACK" };
-    let commit = conn.execute_batch(end).map_err(sql_error);
+    let commit = exec_cached(conn, end).map_err(sql_error);
     if let Err(e) = &commit {
         tracing::error!(error = %e, "commit failed; the batch was rolled back");
         let _ = conn.execute_batch("ROLLBACK");
@@ -371,6 +371,12 @@ fn run_batch(conn: &Connection, batch: &mut Vec<WriteJob>) {
     for deliver in delivers {
         deliver(commit.clone());
     }
+}
+
+/// Run a statement without parameters through the connection's statement cache: the
+/// transaction-control statements of every batch are parsed once, not once per write.
+fn exec_cached(conn: &Connection, sql: &str) -> rusqlite::Result<()> {
+    conn.prepare_cached(sql)?.execute([]).map(|_| ())
 }
 
 /// Whether `e` is a UNIQUE or PRIMARY KEY violation (the row exists already).
