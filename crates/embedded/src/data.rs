@@ -197,11 +197,9 @@ fn load_indexes(c: &Connection, table: &str) -> Result<Indexes> {
 fn add_keys(c: &Connection, idx: &Indexes, id: &str, doc: &Value) -> Result<()> {
     for (def, table) in idx.defs.iter().zip(&idx.tables) {
         if let Some(key) = def.key_of(doc) {
-            c.prepare_cached(&format!(
-                "INSERT INTO \"{table}\" (k, id) VALUES (?1, ?2)"
-            ))
-            .and_then(|mut s| s.execute(params![key, id]))
-            .map_err(sql_error)?;
+            c.prepare_cached(&format!("INSERT INTO \"{table}\" (k, id) VALUES (?1, ?2)"))
+                .and_then(|mut s| s.execute(params![key, id]))
+                .map_err(sql_error)?;
         }
     }
     Ok(())
@@ -212,11 +210,9 @@ fn remove_keys(c: &Connection, idx: &Indexes, id: &str, old_body: &str) -> Resul
         .map_err(|e| Error::internal(format!("a stored document is not JSON: {e}")))?;
     for (def, table) in idx.defs.iter().zip(&idx.tables) {
         if let Some(key) = def.key_of(&old) {
-            c.prepare_cached(&format!(
-                "DELETE FROM \"{table}\" WHERE k = ?1 AND id = ?2"
-            ))
-            .and_then(|mut s| s.execute(params![key, id]))
-            .map_err(sql_error)?;
+            c.prepare_cached(&format!("DELETE FROM \"{table}\" WHERE k = ?1 AND id = ?2"))
+                .and_then(|mut s| s.execute(params![key, id]))
+                .map_err(sql_error)?;
         }
     }
     Ok(())
@@ -279,12 +275,7 @@ enum Prepared {
 
 #[async_trait]
 impl DocStore for SqliteDocStore {
-    async fn create(
-        &self,
-        instance: &Instance,
-        id: Option<DocId>,
-        doc: Document,
-    ) -> Result<DocId> {
+    async fn create(&self, instance: &Instance, id: Option<DocId>, doc: Document) -> Result<DocId> {
         let id = match id {
             Some(id) => id,
             None => self.ids.next_id(&*self.clock)?.parse()?,
@@ -603,7 +594,10 @@ struct Lister {
 
 impl Lister {
     async fn fetch(&mut self) -> Result<()> {
-        let remaining = self.query.limit.map_or(usize::MAX, |l| l - self.sent.min(l));
+        let remaining = self
+            .query
+            .limit
+            .map_or(usize::MAX, |l| l - self.sent.min(l));
         if remaining == 0 {
             self.done = true;
             return Ok(());

@@ -4,7 +4,7 @@ use std::sync::Arc;
 
 use quintet_core::{
     Result, ServiceType,
-    ports::{Lifecycle, registry::Registry},
+    ports::{Lifecycle, data::DocStore, registry::Registry},
 };
 
 use crate::{config::Config, instances::Instances, metrics::Metrics};
@@ -15,7 +15,7 @@ pub struct Services {
     /// Applications, keys and instances.
     pub registry: Arc<dyn Registry>,
     /// Documents.
-    pub data: Arc<dyn Lifecycle>,
+    pub data: Arc<dyn DocStore>,
     /// Cache entries.
     pub cache: Arc<dyn Lifecycle>,
     /// Full-text indexes.

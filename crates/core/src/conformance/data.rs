@@ -83,17 +83,27 @@ pub async fn create_get_replace_remove(store: &dyn DocStore) {
     assert_eq!(got.as_str(), "a");
     let raw = store.get(&inst, &id("a")).await.unwrap().expect("stored");
     assert_eq!(raw.get(), r#"{"_id":"a","x":1}"#);
-    let dup = store.create(&inst, Some(id("a")), doc(json!({"x": 2}))).await;
+    let dup = store
+        .create(&inst, Some(id("a")), doc(json!({"x": 2})))
+        .await;
     assert!(matches!(dup, Err(Error::Conflict(_))), "{dup:?}");
-    assert_eq!(get(store, &inst, "a").await, Some(json!({"_id": "a", "x": 1})));
+    assert_eq!(
+        get(store, &inst, "a").await,
+        Some(json!({"_id": "a", "x": 1}))
+    );
 
     store
         .replace(&inst, &id("a"), doc(json!({"_id": "other", "y": [1]})))
         .await
         .expect("replace");
-    assert_eq!(get(store, &inst, "a").await, Some(json!({"_id": "a", "y": [1]})));
+    assert_eq!(
+        get(store, &inst, "a").await,
+        Some(json!({"_id": "a", "y": [1]}))
+    );
     assert_eq!(get(store, &inst, "other").await, None);
-    let r = store.replace(&inst, &id("nope"), doc(json!({"y": 1}))).await;
+    let r = store
+        .replace(&inst, &id("nope"), doc(json!({"y": 1})))
+        .await;
     assert!(matches!(r, Err(Error::NotFound(_))), "{r:?}");
     assert_eq!(get(store, &inst, "nope").await, None);
 
@@ -152,8 +162,14 @@ pub async fn bulk_applies_in_order_and_reports_each_entry(store: &dyn DocStore) 
     assert!(out[3].error.is_some());
     assert_eq!(out[4].id, None);
     assert_eq!(out[7].id.as_deref(), Some("_x"));
-    assert_eq!(get(store, &inst, "new").await, Some(json!({"_id": "new", "v": 2})));
-    assert_eq!(get(store, &inst, "old").await, Some(json!({"_id": "old", "v": 4})));
+    assert_eq!(
+        get(store, &inst, "new").await,
+        Some(json!({"_id": "new", "v": 2}))
+    );
+    assert_eq!(
+        get(store, &inst, "old").await,
+        Some(json!({"_id": "old", "v": 4}))
+    );
     store.drop_instance(&inst).await.unwrap();
 }
 
@@ -166,30 +182,46 @@ pub async fn list_walks_ids_byte_wise(store: &dyn DocStore) {
     ))
     .unwrap();
     store.bulk(&inst, ops).await.unwrap();
-    assert_eq!(list(store, &inst, &[]).await, ["B", "a", "aa", "b", "c", "d", "é"]);
+    assert_eq!(
+        list(store, &inst, &[]).await,
+        ["B", "a", "aa", "b", "c", "d", "é"]
+    );
     assert_eq!(
         list(store, &inst, &[("startkey", "a"), ("endkey", "c")]).await,
         ["a", "aa", "b", "c"]
     );
     assert_eq!(
-        list(store, &inst, &[("startkey", "c"), ("endkey", "a"), ("descending", "true")]).await,
+        list(
+            store,
+            &inst,
+            &[("startkey", "c"), ("endkey", "a"), ("descending", "true")]
+        )
+        .await,
         ["c", "b", "aa", "a"]
     );
     assert_eq!(
         list(store, &inst, &[("descending", "true"), ("limit", "2")]).await,
         ["é", "d"]
     );
-    assert_eq!(list(store, &inst, &[("startkey", "c")]).await, ["c", "d", "é"]);
+    assert_eq!(
+        list(store, &inst, &[("startkey", "c")]).await,
+        ["c", "d", "é"]
+    );
     assert_eq!(list(store, &inst, &[("endkey", "a")]).await, ["B", "a"]);
     assert_eq!(
         list(store, &inst, &[("keys", "d,zz,a,B")]).await,
         ["d", "a", "B"]
     );
-    assert_eq!(list(store, &inst, &[("keys", "d,a,B"), ("limit", "2")]).await, ["d", "a"]);
+    assert_eq!(
+        list(store, &inst, &[("keys", "d,a,B"), ("limit", "2")]).await,
+        ["d", "a"]
+    );
     assert!(list(store, &inst, &[("limit", "0")]).await.is_empty());
 
     // Longer than one page of the adapter's reads.
-    let many: Vec<Value> = (0..700).map(|i| json!({"_id": format!("m{i:04}")})).collect();
+    let many: Vec<Value> = (0..700)
+        .map(|i| json!({"_id": format!("m{i:04}")}))
+        .collect();
     store
         .bulk(&inst, BulkOp::parse_all(Value::Array(many)).unwrap())
         .await
@@ -197,7 +229,12 @@ pub async fn list_walks_ids_byte_wise(store: &dyn DocStore) {
     let all = list(store, &inst, &[("startkey", "m"), ("endkey", "m9")]).await;
     assert_eq!(all.len(), 700);
     assert!(all.windows(2).all(|w| w[0] < w[1]));
-    let some = list(store, &inst, &[("startkey", "m9"), ("descending", "true"), ("limit", "600")]).await;
+    let some = list(
+        store,
+        &inst,
+        &[("startkey", "m9"), ("descending", "true"), ("limit", "600")],
+    )
+    .await;
     assert_eq!(some.len(), 600);
     assert_eq!(some[0], "m0699");
     store.drop_instance(&inst).await.unwrap();
@@ -223,27 +260,84 @@ pub async fn find_follows_mango(store: &dyn DocStore) {
         .await
         .unwrap();
     let cases: Vec<(Value, Vec<&str>)> = vec![
-        (json!({"selector": {"year": {"$gt": 1984}}}), vec!["m2", "m3", "m5", "m6"]),
-        (json!({"selector": {"year": {"$lt": 1980}}}), vec!["m1", "m7"]),
+        (
+            json!({"selector": {"year": {"$gt": 1984}}}),
+            vec!["m2", "m3", "m5", "m6"],
+        ),
+        (
+            json!({"selector": {"year": {"$lt": 1980}}}),
+            vec!["m1", "m7"],
+        ),
         (json!({"selector": {"year": 1985}}), vec!["m5"]),
-        (json!({"selector": {"genres": {"$in": ["sf"]}}}), vec!["m1", "m2", "m7"]),
-        (json!({"selector": {"genres": {"$nin": ["sf"]}}}), vec!["m3", "m4", "m5"]),
-        (json!({"selector": {"genres": {"$all": ["sf", "action"]}}}), vec!["m2", "m7"]),
+        (
+            json!({"selector": {"genres": {"$in": ["sf"]}}}),
+            vec!["m1", "m2", "m7"],
+        ),
+        (
+            json!({"selector": {"genres": {"$nin": ["sf"]}}}),
+            vec!["m3", "m4", "m5"],
+        ),
+        (
+            json!({"selector": {"genres": {"$all": ["sf", "action"]}}}),
+            vec!["m2", "m7"],
+        ),
         (json!({"selector": {"genres": {"$size": 0}}}), vec!["m5"]),
-        (json!({"selector": {"genres": {"$allMatch": {"$eq": "crime"}}}}), vec!["m3"]),
-        (json!({"selector": {"genres": {"$elemMatch": {"$beginsWith": "co"}}}}), vec!["m4"]),
-        (json!({"selector": {"rating.imdb": {"$gte": 8.4}}}), vec!["m1", "m2"]),
-        (json!({"selector": {"rating": {"$exists": false}}}), vec!["m4", "m5", "m6", "m7"]),
-        (json!({"selector": {"year": {"$type": "string"}}}), vec!["m6"]),
-        (json!({"selector": {"year": {"$mod": [2, 0]}}}), vec!["m2", "m4"]),
-        (json!({"selector": {"title": {"$regex": "^Al"}}}), vec!["m1", "m2"]),
-        (json!({"selector": {"rating": {"$keyMapMatch": {"$eq": "imdb"}}}}), vec!["m1", "m2", "m3"]),
-        (json!({"selector": {"$or": [{"year": 1979}, {"title": "Heat"}]}}), vec!["m1", "m3"]),
-        (json!({"selector": {"$nor": [{"year": 1979}, {"title": "Heat"}]}}), vec!["m2", "m4", "m5", "m6", "m7"]),
-        (json!({"selector": {"year": {"$not": {"$gt": 1980}}}}), vec!["m1", "m7"]),
-        (json!({"selector": {"year": {"$ne": 1979}}}), vec!["m2", "m3", "m4", "m5", "m6", "m7"]),
-        (json!({"selector": {}, "sort": [{"year": "DESC"}], "limit": 3}), vec!["m6", "m3", "m2"]),
-        (json!({"selector": {}, "sort": ["year"], "skip": 1, "limit": 2}), vec!["m1", "m4"]),
+        (
+            json!({"selector": {"genres": {"$allMatch": {"$eq": "crime"}}}}),
+            vec!["m3"],
+        ),
+        (
+            json!({"selector": {"genres": {"$elemMatch": {"$beginsWith": "co"}}}}),
+            vec!["m4"],
+        ),
+        (
+            json!({"selector": {"rating.imdb": {"$gte": 8.4}}}),
+            vec!["m1", "m2"],
+        ),
+        (
+            json!({"selector": {"rating": {"$exists": false}}}),
+            vec!["m4", "m5", "m6", "m7"],
+        ),
+        (
+            json!({"selector": {"year": {"$type": "string"}}}),
+            vec!["m6"],
+        ),
+        (
+            json!({"selector": {"year": {"$mod": [2, 0]}}}),
+            vec!["m2", "m4"],
+        ),
+        (
+            json!({"selector": {"title": {"$regex": "^Al"}}}),
+            vec!["m1", "m2"],
+        ),
+        (
+            json!({"selector": {"rating": {"$keyMapMatch": {"$eq": "imdb"}}}}),
+            vec!["m1", "m2", "m3"],
+        ),
+        (
+            json!({"selector": {"$or": [{"year": 1979}, {"title": "Heat"}]}}),
+            vec!["m1", "m3"],
+        ),
+        (
+            json!({"selector": {"$nor": [{"year": 1979}, {"title": "Heat"}]}}),
+            vec!["m2", "m4", "m5", "m6", "m7"],
+        ),
+        (
+            json!({"selector": {"year": {"$not": {"$gt": 1980}}}}),
+            vec!["m1", "m7"],
+        ),
+        (
+            json!({"selector": {"year": {"$ne": 1979}}}),
+            vec!["m2", "m3", "m4", "m5", "m6", "m7"],
+        ),
+        (
+            json!({"selector": {}, "sort": [{"year": "DESC"}], "limit": 3}),
+            vec!["m6", "m3", "m2"],
+        ),
+        (
+            json!({"selector": {}, "sort": ["year"], "skip": 1, "limit": 2}),
+            vec!["m1", "m4"],
+        ),
         (
             json!({"selector": {"year": {"$exists": true}}, "sort": [{"genres": "asc"}, {"title": "desc"}]}),
             vec!["m6", "m5", "m2", "m4", "m3", "m1", "m7"],
@@ -254,22 +348,45 @@ pub async fn find_follows_mango(store: &dyn DocStore) {
         let got = find(store, &inst, q.clone()).await;
         assert_eq!(ids(&got), expected, "{q}");
     }
-    let got = find(store, &inst, json!({"selector": {"_id": "m1"}, "fields": ["title", "rating.imdb"]})).await;
+    let got = find(
+        store,
+        &inst,
+        json!({"selector": {"_id": "m1"}, "fields": ["title", "rating.imdb"]}),
+    )
+    .await;
     assert_eq!(got, [json!({"title": "Alien", "rating": {"imdb": 8.5}})]);
     let out = store
-        .find(&inst, FindQuery::from_json(&json!({"selector": {"title": "Heat"}, "execution_stats": true})).unwrap())
+        .find(
+            &inst,
+            FindQuery::from_json(&json!({"selector": {"title": "Heat"}, "execution_stats": true}))
+                .unwrap(),
+        )
         .await
         .unwrap();
     assert_eq!(out.warning.as_deref(), Some(NO_INDEX_WARNING));
     let stats = out.stats.expect("stats");
-    assert_eq!((stats.docs_examined, stats.results_returned, stats.index), (7, 1, None));
+    assert_eq!(
+        (stats.docs_examined, stats.results_returned, stats.index),
+        (7, 1, None)
+    );
     store.drop_instance(&inst).await.unwrap();
 }
 
 fn dataset() -> Vec<Value> {
     let values = [
-        json!(null), json!(false), json!(true), json!(0), json!(1), json!(1.5), json!(2),
-        json!("a"), json!("ab"), json!("b"), json!([1]), json!([1, 2]), json!({"x": 1}),
+        json!(null),
+        json!(false),
+        json!(true),
+        json!(0),
+        json!(1),
+        json!(1.5),
+        json!(2),
+        json!("a"),
+        json!("ab"),
+        json!("b"),
+        json!([1]),
+        json!([1, 2]),
+        json!({"x": 1}),
     ];
     (0..240usize)
         .map(|i| {
@@ -314,8 +431,10 @@ pub async fn indexes_answer_like_a_full_scan(store: &dyn DocStore) {
     store
         .create_index(
             &indexed,
-            IndexDef::from_json(&json!({"fields": ["n"], "partialFilter": {"a": {"$exists": true}}, "name": "pn"}))
-                .unwrap(),
+            IndexDef::from_json(
+                &json!({"fields": ["n"], "partialFilter": {"a": {"$exists": true}}, "name": "pn"}),
+            )
+            .unwrap(),
         )
         .await
         .unwrap();
@@ -371,15 +490,22 @@ pub async fn indexes_follow_every_write(store: &dyn DocStore) {
     .unwrap();
     store.create_index(&inst, by_type).await.unwrap();
     store.create_index(&inst, active).await.unwrap();
-    let q = |t: &str, index: &str| {
-        json!({"selector": {"type": t}, "use_index": index, "limit": 100})
-    };
+    let q =
+        |t: &str, index: &str| json!({"selector": {"type": t}, "use_index": index, "limit": 100});
     store
-        .create(&inst, Some(id("a")), doc(json!({"type": "x", "active": true})))
+        .create(
+            &inst,
+            Some(id("a")),
+            doc(json!({"type": "x", "active": true})),
+        )
         .await
         .unwrap();
     store
-        .create(&inst, Some(id("b")), doc(json!({"type": "x", "active": false})))
+        .create(
+            &inst,
+            Some(id("b")),
+            doc(json!({"type": "x", "active": false})),
+        )
         .await
         .unwrap();
     assert_eq!(ids(&find(store, &inst, q("x", "t")).await), ["a", "b"]);

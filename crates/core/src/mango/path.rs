@@ -159,8 +159,12 @@ mod tests {
     #[test]
     fn inserts_nested() {
         let mut out = serde_json::Map::new();
-        FieldPath::parse("a.b").unwrap().insert_into(&mut out, json!(1));
-        FieldPath::parse("a.c").unwrap().insert_into(&mut out, json!(2));
+        FieldPath::parse("a.b")
+            .unwrap()
+            .insert_into(&mut out, json!(1));
+        FieldPath::parse("a.c")
+            .unwrap()
+            .insert_into(&mut out, json!(2));
         assert_eq!(Value::Object(out), json!({"a": {"b": 1, "c": 2}}));
     }
 }

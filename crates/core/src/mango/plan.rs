@@ -226,7 +226,9 @@ fn candidate(def: &IndexDef, conjuncts: &[&Selector], sort: &[(FieldPath, SortDi
     if used == 0 {
         ranges = vec![KeyRange::all()];
     }
-    let same_dir = sort.iter().all(|(_, d)| Some(d) == sort.first().map(|(_, d)| d));
+    let same_dir = sort
+        .iter()
+        .all(|(_, d)| Some(d) == sort.first().map(|(_, d)| d));
     let serves_sort = !sort.is_empty()
         && same_dir
         && (0..=fixed).any(|j| {
@@ -339,10 +341,9 @@ fn cond_ranges(cond: &Cond) -> Vec<KeyRange> {
             vec![KeyRange::exists()]
         }
         Cond::Type(t) => vec![type_range(*t)],
-        Cond::Size(_)
-        | Cond::All(_)
-        | Cond::ElemMatch(_)
-        | Cond::AllMatch(_) => vec![type_range(JsonType::Array)],
+        Cond::Size(_) | Cond::All(_) | Cond::ElemMatch(_) | Cond::AllMatch(_) => {
+            vec![type_range(JsonType::Array)]
+        }
         Cond::KeyMapMatch(_) => vec![type_range(JsonType::Object)],
         Cond::Regex(_) => vec![type_range(JsonType::String)],
         Cond::Mod(..) => vec![type_range(JsonType::Number)],

@@ -128,7 +128,9 @@ fn mixed_directions_sort_in_memory() {
 
 #[test]
 fn partial_indexes_only_when_implied_or_named() {
-    let idx = [index(json!({"fields": ["n"], "partialFilter": {"type": "a"}}))];
+    let idx = [index(
+        json!({"fields": ["n"], "partialFilter": {"type": "a"}}),
+    )];
     let q = query(json!({"selector": {"n": {"$gt": 5}}}));
     assert_eq!(plan(&q, &idx).index, None);
     let q = query(json!({"selector": {"type": "a", "n": {"$gt": 5}}}));
@@ -194,21 +196,17 @@ fn arb_value() -> impl Strategy<Value = Value> {
 }
 
 fn arb_doc(i: usize) -> impl Strategy<Value = Value> {
-    (
-        prop::option::of(arb_value()),
-        prop::option::of(arb_value()),
-    )
-        .prop_map(move |(a, b)| {
-            let mut m = serde_json::Map::new();
-            m.insert("_id".into(), json!(format!("d{i:03}")));
-            if let Some(a) = a {
-                m.insert("a".into(), a);
-            }
-            if let Some(b) = b {
-                m.insert("b".into(), b);
-            }
-            Value::Object(m)
-        })
+    (prop::option::of(arb_value()), prop::option::of(arb_value())).prop_map(move |(a, b)| {
+        let mut m = serde_json::Map::new();
+        m.insert("_id".into(), json!(format!("d{i:03}")));
+        if let Some(a) = a {
+            m.insert("a".into(), a);
+        }
+        if let Some(b) = b {
+            m.insert("b".into(), b);
+        }
+        Value::Object(m)
+    })
 }
 
 fn arb_cond() -> impl Strategy<Value = Value> {
@@ -223,8 +221,13 @@ fn arb_cond() -> impl Strategy<Value = Value> {
         prop::collection::vec(arb_value(), 0..3).prop_map(|v| json!({"$in": v})),
         prop::collection::vec(arb_value(), 0..3).prop_map(|v| json!({"$nin": v})),
         any::<bool>().prop_map(|b| json!({"$exists": b})),
-        prop_oneof![Just("number"), Just("string"), Just("array"), Just("boolean")]
-            .prop_map(|t| json!({"$type": t})),
+        prop_oneof![
+            Just("number"),
+            Just("string"),
+            Just("array"),
+            Just("boolean")
+        ]
+        .prop_map(|t| json!({"$type": t})),
         prop_oneof![Just("a"), Just("")].prop_map(|p| json!({"$beginsWith": p})),
         Just(json!({"$size": 1})),
         Just(json!({"$elemMatch": {"$eq": 1}})),
@@ -234,7 +237,9 @@ fn arb_cond() -> impl Strategy<Value = Value> {
 
 fn arb_selector() -> impl Strategy<Value = Value> {
     let field = prop_oneof![Just("a"), Just("b")];
-    let atom = (field, arb_cond()).prop_map(|(f, c)| json!({ f: c })).boxed();
+    let atom = (field, arb_cond())
+        .prop_map(|(f, c)| json!({ f: c }))
+        .boxed();
     prop_oneof![
         atom.clone(),
         prop::collection::vec(atom.clone(), 1..4).prop_map(|v| json!({"$and": v})),

@@ -155,7 +155,8 @@ impl Cond {
             Self::All(args) => match v {
                 Value::Array(items) => {
                     let has_all = args.iter().all(|a| items.iter().any(|i| eq(i, a)));
-                    let is_the_one = matches!(args.as_slice(), [one @ Value::Array(_)] if eq(one, v));
+                    let is_the_one =
+                        matches!(args.as_slice(), [one @ Value::Array(_)] if eq(one, v));
                     has_all || is_the_one
                 }
                 _ => false,
@@ -164,10 +165,9 @@ impl Cond {
             Self::AllMatch(s) => v
                 .as_array()
                 .is_some_and(|a| !a.is_empty() && a.iter().all(|i| s.matches(i))),
-            Self::KeyMapMatch(s) => v.as_object().is_some_and(|m| {
-                m.keys()
-                    .any(|k| s.matches(&Value::String(k.clone())))
-            }),
+            Self::KeyMapMatch(s) => v
+                .as_object()
+                .is_some_and(|m| m.keys().any(|k| s.matches(&Value::String(k.clone())))),
             Self::Not(c) => !c.matches(v),
         }
     }

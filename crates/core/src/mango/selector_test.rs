@@ -25,7 +25,11 @@ fn equality_and_implicit_forms() {
     check(json!({"a.b": 1}), json!({"a": {"b": 1}}), true);
     check(json!({"a": {}}), json!({"a": {}}), true);
     check(json!({"a": {}}), json!({"a": {"b": 1}}), false);
-    check(json!({"a": {"$eq": {"b": 1}}}), json!({"a": {"b": 1}}), true);
+    check(
+        json!({"a": {"$eq": {"b": 1}}}),
+        json!({"a": {"b": 1}}),
+        true,
+    );
     check(json!({"a": [1, 2]}), json!({"a": [1, 2]}), true);
     check(json!({"a": 1}), json!({"a": [1, 2]}), false);
     check(json!({"a": 1, "b": 2}), json!({"a": 1, "b": 2}), true);
@@ -63,7 +67,11 @@ fn exists_and_type() {
         ("object", json!({})),
     ] {
         check(json!({"a": {"$type": t}}), json!({"a": v}), true);
-        check(json!({"a": {"$type": t}}), json!({"a": 7i64 as f64 + 0.5}), t == "number");
+        check(
+            json!({"a": {"$type": t}}),
+            json!({"a": 7i64 as f64 + 0.5}),
+            t == "number",
+        );
     }
 }
 
@@ -83,8 +91,16 @@ fn in_and_nin_test_array_elements() {
 fn array_operators() {
     check(json!({"a": {"$size": 2}}), json!({"a": [1, 2]}), true);
     check(json!({"a": {"$size": 2}}), json!({"a": "ab"}), false);
-    check(json!({"a": {"$all": [1, 2]}}), json!({"a": [2, 3, 1]}), true);
-    check(json!({"a": {"$all": [1, 4]}}), json!({"a": [2, 3, 1]}), false);
+    check(
+        json!({"a": {"$all": [1, 2]}}),
+        json!({"a": [2, 3, 1]}),
+        true,
+    );
+    check(
+        json!({"a": {"$all": [1, 4]}}),
+        json!({"a": [2, 3, 1]}),
+        false,
+    );
     check(json!({"a": {"$all": [[1, 2]]}}), json!({"a": [1, 2]}), true);
     check(json!({"a": {"$all": [1]}}), json!({"a": 1}), false);
     check(json!({"a": {"$all": []}}), json!({"a": [1]}), true);
@@ -113,11 +129,23 @@ fn misc_operators() {
     check(json!({"n": {"$mod": [3, -1]}}), json!({"n": -7}), true);
     check(json!({"n": {"$mod": [3, 1]}}), json!({"n": 7.0}), false);
     check(json!({"n": {"$mod": [3, 1]}}), json!({"n": "7"}), false);
-    check(json!({"s": {"$regex": "^ab+c"}}), json!({"s": "abbbc!"}), true);
+    check(
+        json!({"s": {"$regex": "^ab+c"}}),
+        json!({"s": "abbbc!"}),
+        true,
+    );
     check(json!({"s": {"$regex": "b"}}), json!({"s": "abc"}), true);
     check(json!({"s": {"$regex": "b"}}), json!({"s": ["b"]}), false);
-    check(json!({"s": {"$beginsWith": "ab"}}), json!({"s": "abc"}), true);
-    check(json!({"s": {"$beginsWith": "ab"}}), json!({"s": "Abc"}), false);
+    check(
+        json!({"s": {"$beginsWith": "ab"}}),
+        json!({"s": "abc"}),
+        true,
+    );
+    check(
+        json!({"s": {"$beginsWith": "ab"}}),
+        json!({"s": "Abc"}),
+        false,
+    );
     check(json!({"s": {"$beginsWith": "1"}}), json!({"s": 12}), false);
 }
 
@@ -126,17 +154,33 @@ fn combinations_and_negation_pushdown() {
     check(json!({"$or": [{"a": 1}, {"b": 1}]}), json!({"b": 1}), true);
     check(json!({"$or": []}), json!({"b": 1}), false);
     check(json!({"$and": []}), json!({"b": 1}), true);
-    check(json!({"$nor": [{"a": 1}, {"b": 1}]}), json!({"a": 2, "b": 2}), true);
+    check(
+        json!({"$nor": [{"a": 1}, {"b": 1}]}),
+        json!({"a": 2, "b": 2}),
+        true,
+    );
     check(json!({"$nor": [{"a": 1}]}), json!({}), false); // $ne needs the field
     check(json!({"$not": {"a": {"$gt": 5}}}), json!({"a": 3}), true);
     check(json!({"$not": {"a": {"$gt": 5}}}), json!({}), false);
     check(json!({"a": {"$not": {"$gt": 5}}}), json!({"a": 6}), false);
     check(json!({"a": {"$not": {"$exists": true}}}), json!({}), true);
-    check(json!({"a": {"$not": {"$regex": "x"}}}), json!({"a": "y"}), true);
+    check(
+        json!({"a": {"$not": {"$regex": "x"}}}),
+        json!({"a": "y"}),
+        true,
+    );
     check(json!({"a": {"$not": {"$regex": "x"}}}), json!({}), false);
     check(json!({"$not": {"$not": {"a": 1}}}), json!({"a": 1}), true);
-    check(json!({"a": {"$or": [{"$lt": 0}, {"$gt": 10}]}}), json!({"a": 11}), true);
-    check(json!({"a": {"$or": [{"$lt": 0}, {"$gt": 10}]}}), json!({"a": 5}), false);
+    check(
+        json!({"a": {"$or": [{"$lt": 0}, {"$gt": 10}]}}),
+        json!({"a": 11}),
+        true,
+    );
+    check(
+        json!({"a": {"$or": [{"$lt": 0}, {"$gt": 10}]}}),
+        json!({"a": 5}),
+        false,
+    );
     check(json!({"$not": {}}), json!({"a": 1}), false);
 }
 

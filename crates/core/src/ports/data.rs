@@ -186,9 +186,7 @@ impl ListQuery {
                 }
                 "limit" => {
                     q.limit = Some(v.trim().parse().map_err(|_| {
-                        Error::invalid(format!(
-                            "limit must be a non-negative integer, not {v:?}"
-                        ))
+                        Error::invalid(format!("limit must be a non-negative integer, not {v:?}"))
                     })?);
                 }
                 "descending" => {
@@ -368,8 +366,7 @@ impl BulkOutcome {
 #[async_trait]
 pub trait DocStore: Lifecycle {
     /// Store a new document under `id` (or a generated id); returns the id.
-    async fn create(&self, instance: &Instance, id: Option<DocId>, doc: Document)
-    -> Result<DocId>;
+    async fn create(&self, instance: &Instance, id: Option<DocId>, doc: Document) -> Result<DocId>;
 
     /// The stored JSON text of document `id`.
     async fn get(&self, instance: &Instance, id: &DocId) -> Result<Option<RawJson>>;
@@ -421,10 +418,10 @@ mod tests {
         ));
         let (id, _) = new_document(json!({"_id": "x", "a": 1})).unwrap();
         assert_eq!(id.unwrap().as_str(), "x");
-        let doc = with_id(&"y".parse().unwrap(), Map::from_iter([
-            ("a".to_owned(), json!(1)),
-            ("_id".to_owned(), json!("x")),
-        ]));
+        let doc = with_id(
+            &"y".parse().unwrap(),
+            Map::from_iter([("a".to_owned(), json!(1)), ("_id".to_owned(), json!("x"))]),
+        );
         assert_eq!(serde_json::to_string(&doc).unwrap(), r#"{"_id":"y","a":1}"#);
     }
 
@@ -457,8 +454,10 @@ mod tests {
             7,
         ]))
         .unwrap();
-        assert!(matches!(&ops[0], BulkOp::Put { id, doc } if id.as_str() == "a"
-            && serde_json::to_string(doc).unwrap() == r#"{"_id":"a","x":1}"#));
+        assert!(
+            matches!(&ops[0], BulkOp::Put { id, doc } if id.as_str() == "a"
+            && serde_json::to_string(doc).unwrap() == r#"{"_id":"a","x":1}"#)
+        );
         assert!(matches!(&ops[1], BulkOp::Delete { id } if id.as_str() == "b"));
         assert!(matches!(&ops[2], BulkOp::Reject { id: None, .. }));
         assert!(matches!(&ops[3], BulkOp::Reject { id: Some(i), .. } if i == "_bad"));

@@ -5,6 +5,7 @@ use axum::{Router, extract::DefaultBodyLimit};
 
 use crate::state::AppState;
 
+mod data;
 mod lifecycle;
 mod meta;
 
@@ -14,6 +15,7 @@ pub fn router(state: AppState) -> Router {
     Router::new()
         .merge(meta::routes())
         .merge(lifecycle::routes())
+        .merge(data::routes())
         .layer(DefaultBodyLimit::max(limit))
         .with_state(state)
 }
