@@ -14,10 +14,13 @@ use tokio::sync::Mutex;
 use crate::load::{self, LoadResult, LoadSpec, MakeReq, Req};
 
 mod ceiling;
+mod data;
 
 /// Every scenario, in report order.
 pub fn all() -> Vec<Box<dyn Scenario>> {
-    vec![Box::new(ceiling::Ceiling)]
+    let mut all: Vec<Box<dyn Scenario>> = vec![Box::new(ceiling::Ceiling)];
+    all.extend(data::all());
+    all
 }
 
 /// What a scenario must reach to meet its issue's goal.

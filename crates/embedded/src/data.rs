@@ -33,7 +33,7 @@ use quintet_core::{
         Lifecycle,
         data::{
             BulkOp, BulkOutcome, DocId, DocStore, DocStream, Document, FindOutcome, FindQuery,
-            IndexDef, ListQuery, MAX_INDEXES, RawJson, to_stored_text, with_id,
+            IndexDef, ListQuery, MAX_INDEXES, RawJson, stored_text,
         },
     },
 };
@@ -194,9 +194,16 @@ fn load_indexes(c: &Connection, table: &str) -> Result<Indexes> {
     Ok(out)
 }
 
-fn add_keys(c: &Connection, idx: &Indexes, id: &str, doc: &Value) -> Result<()> {
+/// Add the index entries of the document stored as `text`. The text is parsed only when
+/// the instance has indexes, so writes to unindexed instances never parse on the writer.
+fn add_keys(c: &Connection, idx: &Indexes, id: &str, text: &str) -> Result<()> {
+    if idx.defs.is_empty() {
+        return Ok(());
+    }
+    let doc: Value = serde_json::from_str(text)
+        .map_err(|e| Error::internal(format!("a stored document is not JSON: {e}")))?;
     for (def, table) in idx.defs.iter().zip(&idx.tables) {
-        if let Some(key) = def.key_of(doc) {
+        if let Some(key) = def.key_of(&doc) {
             c.prepare_cached(&format!("INSERT INTO \"{table}\" (k, id) VALUES (?1, ?2)"))
                 .and_then(|mut s| s.execute(params![key, id]))
                 .map_err(sql_error)?;
@@ -240,14 +247,7 @@ fn delete_doc(c: &Connection, table: &str, idx: &Indexes, id: &str) -> Result<bo
 }
 
 /// Store `text` as document `id`, creating or replacing it, with its index entries.
-fn upsert_doc(
-    c: &Connection,
-    table: &str,
-    idx: &Indexes,
-    id: &str,
-    text: &str,
-    doc: &Value,
-) -> Result<()> {
+fn upsert_doc(c: &Connection, table: &str, idx: &Indexes, id: &str, text: &str) -> Result<()> {
     if !idx.defs.is_empty()
         && let Some(old) = stored_body(c, table, id)?
     {
@@ -259,7 +259,7 @@ fn upsert_doc(
     ))
     .and_then(|mut s| s.execute(params![id, text]))
     .map_err(sql_error)?;
-    add_keys(c, idx, id, doc)
+    add_keys(c, idx, id, text)
 }
 
 fn raw(text: String) -> Result<RawJson> {
@@ -268,7 +268,7 @@ fn raw(text: String) -> Result<RawJson> {
 }
 
 enum Prepared {
-    Put { id: DocId, text: String, doc: Value },
+    Put { id: DocId, text: String },
     Delete { id: DocId },
     Done(BulkOutcome),
 }
@@ -280,9 +280,7 @@ impl DocStore for SqliteDocStore {
             Some(id) => id,
             None => self.ids.next_id(&*self.clock)?.parse()?,
         };
-        let doc = with_id(&id, doc);
-        let text = to_stored_text(&id, &doc)?;
-        let doc = Value::Object(doc);
+        let text = stored_text(&id, doc)?;
         let name = instance.name.clone();
         let key = id.clone();
         self.write(instance, move |c, table, idx| {
@@ -300,7 +298,7 @@ impl DocStore for SqliteDocStore {
                     sql_error(e)
                 }
             })?;
-            add_keys(c, idx, key.as_str(), &doc)
+            add_keys(c, idx, key.as_str(), &text)
         })
         .await?;
         Ok(id)
@@ -315,9 +313,7 @@ impl DocStore for SqliteDocStore {
     }
 
     async fn replace(&self, instance: &Instance, id: &DocId, doc: Document) -> Result<()> {
-        let doc = with_id(id, doc);
-        let text = to_stored_text(id, &doc)?;
-        let doc = Value::Object(doc);
+        let text = stored_text(id, doc)?;
         let not_found = missing(instance, id);
         let key = id.clone();
         self.write(instance, move |c, table, idx| {
@@ -334,7 +330,7 @@ impl DocStore for SqliteDocStore {
             if n == 0 {
                 return Err(not_found);
             }
-            add_keys(c, idx, key.as_str(), &doc)
+            add_keys(c, idx, key.as_str(), &text)
         })
         .await
     }
@@ -356,12 +352,8 @@ impl DocStore for SqliteDocStore {
         let prepared: Vec<Prepared> = ops
             .into_iter()
             .map(|op| match op {
-                BulkOp::Put { id, doc } => match to_stored_text(&id, &doc) {
-                    Ok(text) => Prepared::Put {
-                        id,
-                        text,
-                        doc: Value::Object(doc),
-                    },
+                BulkOp::Put { id, doc } => match stored_text(&id, doc) {
+                    Ok(text) => Prepared::Put { id, text },
                     Err(e) => Prepared::Done(BulkOutcome::failed(
                         Some(id.into_string()),
                         e.public_message(),
@@ -376,8 +368,8 @@ impl DocStore for SqliteDocStore {
             let mut out = Vec::with_capacity(prepared.len());
             for p in prepared {
                 out.push(match p {
-                    Prepared::Put { id, text, doc } => {
-                        upsert_doc(c, table, idx, id.as_str(), &text, &doc)?;
+                    Prepared::Put { id, text } => {
+                        upsert_doc(c, table, idx, id.as_str(), &text)?;
                         BulkOutcome::applied(&id)
                     }
                     Prepared::Delete { id } => {

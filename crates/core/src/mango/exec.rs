@@ -142,7 +142,7 @@ impl<'q> Collector<'q> {
                 .map(|r| q.project(r.doc))
                 .collect()
         };
-        let stats = q.execution_stats.then(|| ExecutionStats {
+        let stats = q.execution_stats.then_some(ExecutionStats {
             docs_examined: self.examined,
             results_returned: docs.len() as u64,
             execution_time_ms: elapsed_ms,

@@ -255,13 +255,13 @@ impl IndexDef {
             }
             None => top,
         };
-        if let Some(t) = present(top, "type").or_else(|| present(inner, "type")) {
-            if !t.as_str().is_some_and(|t| t.eq_ignore_ascii_case("json")) {
-                return Err(Error::invalid(format!(
-                    "the index type {} is not supported; use \"json\"",
-                    short(t)
-                )));
-            }
+        if let Some(t) = present(top, "type").or_else(|| present(inner, "type"))
+            && !t.as_str().is_some_and(|t| t.eq_ignore_ascii_case("json"))
+        {
+            return Err(Error::invalid(format!(
+                "the index type {} is not supported; use \"json\"",
+                short(t)
+            )));
         }
         let fields = match present(inner, "fields") {
             Some(Value::Array(f)) if !f.is_empty() => f

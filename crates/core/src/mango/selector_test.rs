@@ -67,11 +67,7 @@ fn exists_and_type() {
         ("object", json!({})),
     ] {
         check(json!({"a": {"$type": t}}), json!({"a": v}), true);
-        check(
-            json!({"a": {"$type": t}}),
-            json!({"a": 7i64 as f64 + 0.5}),
-            t == "number",
-        );
+        check(json!({"a": {"$type": t}}), json!({"a": 7.5}), t == "number");
     }
 }
 

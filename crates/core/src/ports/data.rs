@@ -116,22 +116,24 @@ pub fn replacement(body: Value) -> Result<Document> {
     }
 }
 
-/// `doc` with `_id` set to `id` as its first member.
-pub fn with_id(id: &DocId, doc: Document) -> Document {
-    let mut out = Map::with_capacity(doc.len() + 1);
-    out.insert("_id".into(), Value::String(id.0.clone()));
-    for (k, v) in doc {
-        if k != "_id" {
-            out.insert(k, v);
-        }
-    }
-    out
-}
-
-/// The compact JSON text to store for `doc`; [`Error::TooLarge`] beyond [`MAX_DOC_BYTES`].
-pub fn to_stored_text(id: &DocId, doc: &Document) -> Result<String> {
-    let text = serde_json::to_string(doc)
+/// The compact JSON text to store for `doc` under `id`: `_id` first, then the other
+/// members in their order (a body `_id` is replaced). [`Error::TooLarge`] beyond
+/// [`MAX_DOC_BYTES`]. Writes the text directly instead of rebuilding the map.
+pub fn stored_text(id: &DocId, mut doc: Document) -> Result<String> {
+    doc.shift_remove("_id");
+    let rest = serde_json::to_string(&doc)
         .map_err(|e| Error::internal(format!("serializing a document: {e}")))?;
+    let id_json = serde_json::to_string(id.as_str())
+        .map_err(|e| Error::internal(format!("serializing an id: {e}")))?;
+    let mut text = String::with_capacity(rest.len() + id_json.len() + 8);
+    text.push_str("{\"_id\":");
+    text.push_str(&id_json);
+    if doc.is_empty() {
+        text.push('}');
+    } else {
+        text.push(',');
+        text.push_str(&rest[1..]);
+    }
     if text.len() > MAX_DOC_BYTES {
         return Err(Error::TooLarge(format!(
             "the document \"{id}\" is {} bytes, more than the limit of {MAX_DOC_BYTES}",
@@ -230,7 +232,7 @@ pub enum BulkOp {
     Put {
         /// The document's id.
         id: DocId,
-        /// The whole document, `_id` included.
+        /// The whole document (its `_id` member is the id).
         doc: Document,
     },
     /// Remove the document with this id (`_deleted: true`).
@@ -298,13 +300,10 @@ impl BulkOp {
                 };
             }
         };
-        doc.remove("_update");
-        match doc.remove("_deleted") {
+        doc.shift_remove("_update");
+        match doc.shift_remove("_deleted") {
             Some(Value::Bool(true)) => Self::Delete { id },
-            _ => Self::Put {
-                doc: with_id(&id, doc),
-                id,
-            },
+            _ => Self::Put { id, doc },
         }
     }
 }
@@ -418,11 +417,10 @@ mod tests {
         ));
         let (id, _) = new_document(json!({"_id": "x", "a": 1})).unwrap();
         assert_eq!(id.unwrap().as_str(), "x");
-        let doc = with_id(
-            &"y".parse().unwrap(),
-            Map::from_iter([("a".to_owned(), json!(1)), ("_id".to_owned(), json!("x"))]),
-        );
-        assert_eq!(serde_json::to_string(&doc).unwrap(), r#"{"_id":"y","a":1}"#);
+        let id: DocId = "y\"".parse().unwrap();
+        let doc = Map::from_iter([("a".to_owned(), json!(1)), ("_id".to_owned(), json!("x"))]);
+        assert_eq!(stored_text(&id, doc).unwrap(), r#"{"_id":"y\"","a":1}"#);
+        assert_eq!(stored_text(&id, Map::new()).unwrap(), r#"{"_id":"y\""}"#);
     }
 
     #[test]
