@@ -246,19 +246,29 @@ fn delete_doc(c: &Connection, table: &str, idx: &Indexes, id: &str) -> Result<bo
     Ok(n > 0)
 }
 
-/// Store `text` as document `id`, creating or replacing it, with its index entries.
-fn upsert_doc(c: &Connection, table: &str, idx: &Indexes, id: &str, text: &str) -> Result<()> {
+fn upsert_sql(table: &str) -> String {
+    format!(
+        "INSERT INTO \"{table}\" (id, body) VALUES (?1, ?2) \
+         ON CONFLICT (id) DO UPDATE SET body = excluded.body"
+    )
+}
+
+/// Store `text` as document `id` with `upsert` (see [`upsert_sql`]), creating or replacing
+/// it, with its index entries.
+fn upsert_doc(
+    c: &Connection,
+    table: &str,
+    idx: &Indexes,
+    upsert: &mut rusqlite::CachedStatement<'_>,
+    id: &str,
+    text: &str,
+) -> Result<()> {
     if !idx.defs.is_empty()
         && let Some(old) = stored_body(c, table, id)?
     {
         remove_keys(c, idx, id, &old)?;
     }
-    c.prepare_cached(&format!(
-        "INSERT INTO \"{table}\" (id, body) VALUES (?1, ?2) \
-         ON CONFLICT (id) DO UPDATE SET body = excluded.body"
-    ))
-    .and_then(|mut s| s.execute(params![id, text]))
-    .map_err(sql_error)?;
+    upsert.execute(params![id, text]).map_err(sql_error)?;
     add_keys(c, idx, id, text)
 }
 
@@ -366,10 +376,12 @@ impl DocStore for SqliteDocStore {
         let name = instance.name.clone();
         self.write(instance, move |c, table, idx| {
             let mut out = Vec::with_capacity(prepared.len());
+            // Prepared once for the whole batch, not looked up per document.
+            let mut upsert = c.prepare_cached(&upsert_sql(table)).map_err(sql_error)?;
             for p in prepared {
                 out.push(match p {
                     Prepared::Put { id, text } => {
-                        upsert_doc(c, table, idx, id.as_str(), &text)?;
+                        upsert_doc(c, table, idx, &mut upsert, id.as_str(), &text)?;
                         BulkOutcome::applied(&id)
                     }
                     Prepared::Delete { id } => {

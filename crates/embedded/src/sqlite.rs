@@ -146,9 +146,7 @@ impl SqliteDb {
                 thread::Builder::new()
                     .name(format!("{name}-sync"))
                     .spawn(move || syncer_loop(db_path, sync_rx))
-                    .map_err(|e| {
-                        Error::internal(format!("cannot start the SQLite syncer: {e}"))
-                    })?;
+                    .map_err(|e| Error::internal(format!("cannot start the SQLite syncer: {e}")))?;
                 Some(sync_tx)
             }
             Durability::Normal => None,
@@ -347,9 +345,15 @@ fn syncer_loop(path: PathBuf, rx: mpsc::Receiver<SyncMsg>) {
         while let Ok(more) = rx.try_recv() {
             pending.push(more);
         }
-        let needed = pending
-            .iter()
-            .any(|m| matches!(m, SyncMsg::Batch { durable_needed: true, .. }));
+        let needed = pending.iter().any(|m| {
+            matches!(
+                m,
+                SyncMsg::Batch {
+                    durable_needed: true,
+                    ..
+                }
+            )
+        });
         let synced = if needed {
             sync_wal(&mut file, &wal, &dir)
         } else {

@@ -119,28 +119,29 @@ pub fn replacement(body: Value) -> Result<Document> {
 /// The compact JSON text to store for `doc` under `id`: `_id` first, then the other
 /// members in their order (a body `_id` is replaced). [`Error::TooLarge`] beyond
 /// [`MAX_DOC_BYTES`]. Writes the text directly instead of rebuilding the map.
-pub fn stored_text(id: &DocId, mut doc: Document) -> Result<String> {
-    doc.shift_remove("_id");
-    let rest = serde_json::to_string(&doc)
-        .map_err(|e| Error::internal(format!("serializing a document: {e}")))?;
-    let id_json = serde_json::to_string(id.as_str())
-        .map_err(|e| Error::internal(format!("serializing an id: {e}")))?;
-    let mut text = String::with_capacity(rest.len() + id_json.len() + 8);
-    text.push_str("{\"_id\":");
-    text.push_str(&id_json);
-    if doc.is_empty() {
-        text.push('}');
-    } else {
-        text.push(',');
-        text.push_str(&rest[1..]);
+pub fn stored_text(id: &DocId, doc: Document) -> Result<String> {
+    let ser = |e: serde_json::Error| Error::internal(format!("serializing a document: {e}"));
+    let mut out: Vec<u8> = Vec::with_capacity(64 + 32 * doc.len());
+    out.extend_from_slice(b"{\"_id\":");
+    serde_json::to_writer(&mut out, id.as_str()).map_err(ser)?;
+    for (k, v) in &doc {
+        if k == "_id" {
+            continue;
+        }
+        out.push(b',');
+        serde_json::to_writer(&mut out, k).map_err(ser)?;
+        out.push(b':');
+        serde_json::to_writer(&mut out, v).map_err(ser)?;
     }
-    if text.len() > MAX_DOC_BYTES {
+    out.push(b'}');
+    if out.len() > MAX_DOC_BYTES {
         return Err(Error::TooLarge(format!(
             "the document \"{id}\" is {} bytes, more than the limit of {MAX_DOC_BYTES}",
-            text.len()
+            out.len()
         )));
     }
-    Ok(text)
+    // serde_json writes UTF-8 only.
+    String::from_utf8(out).map_err(|e| Error::internal(format!("serialized text: {e}")))
 }
 
 fn kind_of(v: &Value) -> &'static str {
