@@ -636,6 +636,38 @@ mod tests {
         assert_eq!(v, 7);
     }
 
+    #[tokio::test]
+    async fn both_durabilities_acknowledge_every_write_and_close_cleanly() {
+        for durability in [Durability::Full, Durability::Normal] {
+            let dir = tempfile::tempdir().unwrap();
+            let path = dir.path().join("t.db");
+            let opts = SqliteOptions {
+                durability,
+                ..SqliteOptions::default()
+            };
+            let migrations = ["CREATE TABLE t (k TEXT PRIMARY KEY, v INTEGER NOT NULL) STRICT;"];
+            let db = SqliteDb::open(&path, &migrations, opts.clone()).unwrap();
+            let mut tasks = Vec::new();
+            for i in 0..100 {
+                let db = db.clone();
+                tasks.push(tokio::spawn(async move {
+                    insert(&db, &format!("k{i}"), i).await
+                }));
+            }
+            for t in tasks {
+                t.await.unwrap().unwrap();
+            }
+            // A write whose closure fails is answered with its own error, not a sync error.
+            assert!(matches!(
+                insert(&db, "k1", 0).await,
+                Err(Error::Conflict(_))
+            ));
+            db.close().await.unwrap();
+            let db = SqliteDb::open(&path, &migrations, opts).unwrap();
+            assert_eq!(count(&db).await, 100, "{durability:?}");
+        }
+    }
+
     #[test]
     fn a_newer_schema_is_refused() {
         let dir = tempfile::tempdir().unwrap();
