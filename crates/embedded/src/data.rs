@@ -362,13 +362,7 @@ impl DocStore for SqliteDocStore {
         let prepared: Vec<Prepared> = ops
             .into_iter()
             .map(|op| match op {
-                BulkOp::Put { id, doc } => match stored_text(&id, doc) {
-                    Ok(text) => Prepared::Put { id, text },
-                    Err(e) => Prepared::Done(BulkOutcome::failed(
-                        Some(id.into_string()),
-                        e.public_message(),
-                    )),
-                },
+                BulkOp::Put { id, text } => Prepared::Put { id, text },
                 BulkOp::Delete { id } => Prepared::Delete { id },
                 BulkOp::Reject { id, error } => Prepared::Done(BulkOutcome::failed(id, error)),
             })

@@ -233,8 +233,8 @@ pub enum BulkOp {
     Put {
         /// The document's id.
         id: DocId,
-        /// The whole document (its `_id` member is the id).
-        doc: Document,
+        /// The text to store: compact JSON, `_id` first (see [`stored_text`]).
+        text: String,
     },
     /// Remove the document with this id (`_deleted: true`).
     Delete {
@@ -250,9 +250,43 @@ pub enum BulkOp {
     },
 }
 
+/// The members of a bulk entry that decide what it does; the rest is skipped unparsed.
+#[derive(serde::Deserialize)]
+struct EntryHead<'a> {
+    #[serde(rename = "_id", borrow)]
+    id: Option<std::borrow::Cow<'a, str>>,
+    #[serde(rename = "_deleted")]
+    deleted: Option<serde::de::IgnoredAny>,
+    #[serde(rename = "_update")]
+    update: Option<serde::de::IgnoredAny>,
+}
+
 impl BulkOp {
-    /// Parse a bulk body: an array of documents, each with `_id`; `_deleted: true` removes.
-    /// hyper's `_update` flag is dropped. Bad entries become [`BulkOp::Reject`].
+    /// Parse a bulk body given as JSON text: an array of documents, each with `_id`;
+    /// `_deleted: true` removes; hyper's `_update` flag is dropped. Bad entries become
+    /// [`BulkOp::Reject`].
+    ///
+    /// An entry that is already compact, begins with its `_id` and carries neither flag is
+    /// stored as it arrived, without building a JSON tree; any other entry is parsed and
+    /// written anew.
+    pub fn parse_text(body: &str) -> Result<Vec<BulkOp>> {
+        let entries: Vec<&RawValue> = serde_json::from_str(body).map_err(|_| {
+            let kind = match body.trim_start().bytes().next() {
+                Some(b'{') => "an object",
+                Some(b'"') => "a string",
+                Some(b'n') => "null",
+                Some(b't' | b'f') => "a boolean",
+                _ => "a number",
+            };
+            Error::invalid(format!(
+                "a bulk request must be a JSON array of documents, not {kind}"
+            ))
+        })?;
+        check_count(entries.len())?;
+        Ok(entries.into_iter().map(Self::parse_raw).collect())
+    }
+
+    /// Parse a bulk body given as a JSON value; see [`BulkOp::parse_text`].
     pub fn parse_all(body: Value) -> Result<Vec<BulkOp>> {
         let Value::Array(entries) = body else {
             return Err(Error::invalid(format!(
@@ -260,13 +294,33 @@ impl BulkOp {
                 kind_of(&body)
             )));
         };
-        if entries.len() > MAX_BULK_ENTRIES {
-            return Err(Error::TooLarge(format!(
-                "a bulk request holds at most {MAX_BULK_ENTRIES} documents, not {}; split it",
-                entries.len()
-            )));
-        }
+        check_count(entries.len())?;
         Ok(entries.into_iter().map(Self::parse_one).collect())
+    }
+
+    fn parse_raw(raw: &RawValue) -> Self {
+        let text = raw.get();
+        if let Ok(head) = serde_json::from_str::<EntryHead<'_>>(text)
+            && head.deleted.is_none()
+            && head.update.is_none()
+            && let Some(id) = head.id
+            && let Ok(id) = id.parse::<DocId>()
+            && text.starts_with("{\"_id\":")
+            && text.len() <= MAX_DOC_BYTES
+            && is_compact(text)
+        {
+            return Self::Put {
+                id,
+                text: text.to_owned(),
+            };
+        }
+        match serde_json::from_str::<Value>(text) {
+            Ok(v) => Self::parse_one(v),
+            Err(e) => Self::Reject {
+                id: None,
+                error: format!("the entry is not valid JSON: {e}"),
+            },
+        }
     }
 
     fn parse_one(entry: Value) -> Self {
@@ -302,11 +356,47 @@ impl BulkOp {
             }
         };
         doc.shift_remove("_update");
-        match doc.shift_remove("_deleted") {
-            Some(Value::Bool(true)) => Self::Delete { id },
-            _ => Self::Put { id, doc },
+        if let Some(Value::Bool(true)) = doc.shift_remove("_deleted") {
+            return Self::Delete { id };
+        }
+        match stored_text(&id, doc) {
+            Ok(text) => Self::Put { id, text },
+            Err(e) => Self::Reject {
+                id: Some(id.into_string()),
+                error: e.public_message(),
+            },
         }
     }
+}
+
+fn check_count(n: usize) -> Result<()> {
+    if n > MAX_BULK_ENTRIES {
+        return Err(Error::TooLarge(format!(
+            "a bulk request holds at most {MAX_BULK_ENTRIES} documents, not {n}; split it"
+        )));
+    }
+    Ok(())
+}
+
+/// Whether JSON text has no whitespace outside its strings.
+fn is_compact(text: &str) -> bool {
+    let (mut in_string, mut escaped) = (false, false);
+    for &b in text.as_bytes() {
+        if in_string {
+            if escaped {
+                escaped = false;
+            } else if b == b'\\' {
+                escaped = true;
+            } else if b == b'"' {
+                in_string = false;
+            }
+        } else if b == b'"' {
+            in_string = true;
+        } else if b.is_ascii_whitespace() {
+            return false;
+        }
+    }
+    true
 }
 
 /// The per-entry result of a bulk request.
@@ -445,22 +535,49 @@ mod tests {
 
     #[test]
     fn bulk_entries() {
-        let ops = BulkOp::parse_all(json!([
+        let body = r#"[
             {"_id": "a", "x": 1, "_update": true},
-            {"_id": "b", "_deleted": true},
+            {"_id":"b","_deleted":true},
             {"x": 1},
             {"_id": "_bad"},
             7,
-        ]))
-        .unwrap();
-        assert!(
-            matches!(&ops[0], BulkOp::Put { id, doc } if id.as_str() == "a"
-            && serde_json::to_string(doc).unwrap() == r#"{"_id":"a","x":1}"#)
-        );
+            {"_id":"fast","n":[1,"a b"]},
+            {"n":2,"_id":"late"},
+            {"_id":"c","_deleted":false,"y":1}
+        ]"#;
+        let from_text = BulkOp::parse_text(body).unwrap();
+        let from_value = BulkOp::parse_all(serde_json::from_str(body).unwrap()).unwrap();
+        assert_eq!(from_text, from_value);
+        let ops = from_text;
+        let put = |i: usize| match &ops[i] {
+            BulkOp::Put { id, text } => (id.as_str().to_owned(), text.clone()),
+            other => panic!("{other:?}"),
+        };
+        assert_eq!(put(0), ("a".into(), r#"{"_id":"a","x":1}"#.into()));
         assert!(matches!(&ops[1], BulkOp::Delete { id } if id.as_str() == "b"));
         assert!(matches!(&ops[2], BulkOp::Reject { id: None, .. }));
         assert!(matches!(&ops[3], BulkOp::Reject { id: Some(i), .. } if i == "_bad"));
         assert!(matches!(&ops[4], BulkOp::Reject { id: None, .. }));
+        assert_eq!(
+            put(5),
+            ("fast".into(), r#"{"_id":"fast","n":[1,"a b"]}"#.into())
+        );
+        assert_eq!(put(6), ("late".into(), r#"{"_id":"late","n":2}"#.into()));
+        assert_eq!(put(7), ("c".into(), r#"{"_id":"c","y":1}"#.into()));
         assert!(BulkOp::parse_all(json!({})).is_err());
+        assert_eq!(
+            BulkOp::parse_text(r#"{"_id":"x"}"#)
+                .unwrap_err()
+                .to_string(),
+            "a bulk request must be a JSON array of documents, not an object"
+        );
+    }
+
+    #[test]
+    fn compactness() {
+        assert!(is_compact(r#"{"a":"x y","b":[1,2]}"#));
+        assert!(is_compact(r#"{"a":"q\" z"}"#));
+        assert!(!is_compact(r#"{"a": 1}"#));
+        assert!(!is_compact("{\"a\":1}\n"));
     }
 }

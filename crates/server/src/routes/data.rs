@@ -25,7 +25,7 @@ use quintet_core::{
     mango::{FindQuery, IndexDef},
     ports::data::{self, BulkOp, DocId, ListQuery},
 };
-use serde_json::{Map, Value, json};
+use serde_json::{Map, Value, json, value::RawValue};
 
 use crate::{
     error::{ApiError, ApiResult},
@@ -113,8 +113,12 @@ async fn remove(State(s): State<AppState>, inst: DataInst, IdPath(id): IdPath) -
 }
 
 /// 200 `{ok:true, results:[{id, ok, error?}]}`, one result per entry, in order.
-async fn bulk(State(s): State<AppState>, inst: DataInst, Json(body): Json<Value>) -> ApiResult {
-    let ops = BulkOp::parse_all(body)?;
+async fn bulk(
+    State(s): State<AppState>,
+    inst: DataInst,
+    Json(body): Json<Box<RawValue>>,
+) -> ApiResult {
+    let ops = BulkOp::parse_text(body.get())?;
     let outcomes = s.services.data.bulk(&inst, ops).await?;
     let results: Vec<Value> = outcomes
         .into_iter()
