@@ -143,11 +143,13 @@ impl SqliteDb {
             Durability::Full => {
                 let (sync_tx, sync_rx) = mpsc::channel::<SyncMsg>();
                 let db_path = path.to_owned();
+                let pipeline = Arc::new(Pipeline::default());
+                let shared = Arc::clone(&pipeline);
                 thread::Builder::new()
                     .name(format!("{name}-sync"))
-                    .spawn(move || syncer_loop(db_path, sync_rx))
+                    .spawn(move || syncer_loop(db_path, sync_rx, shared))
                     .map_err(|e| Error::internal(format!("cannot start the SQLite syncer: {e}")))?;
-                Some(sync_tx)
+                Some((sync_tx, pipeline))
             }
             Durability::Normal => None,
         };
@@ -332,8 +334,50 @@ enum SyncMsg {
     Close(mpsc::Sender<()>),
 }
 
+/// Batches committed but not yet answered by the syncer, shared by the writer and the
+/// syncer. While one batch is being synced and another waits for the next `fsync`, the
+/// writer keeps gathering writes instead of committing: batch sizes then follow the disk's
+/// pace, and tiny commits (each writing whole pages to the WAL) do not pile up.
+#[derive(Debug, Default)]
+struct Pipeline {
+    in_flight: Mutex<usize>,
+    synced: std::sync::Condvar,
+}
+
+/// Batches awaiting an `fsync` at which the writer stops committing and gathers.
+const MAX_IN_FLIGHT: usize = 2;
+
+impl Pipeline {
+    fn add(&self) {
+        if let Ok(mut n) = self.in_flight.lock() {
+            *n += 1;
+        }
+    }
+
+    fn done(&self, batches: usize) {
+        if let Ok(mut n) = self.in_flight.lock() {
+            *n = n.saturating_sub(batches);
+        }
+        self.synced.notify_all();
+    }
+
+    /// Whether the writer should gather more; waits up to `max` for an `fsync` to finish.
+    fn full_after_waiting(&self, max: Duration) -> bool {
+        let Ok(n) = self.in_flight.lock() else {
+            return false;
+        };
+        if *n < MAX_IN_FLIGHT {
+            return false;
+        }
+        match self.synced.wait_timeout(n, max) {
+            Ok((n, _)) => *n >= MAX_IN_FLIGHT,
+            Err(_) => false,
+        }
+    }
+}
+
 /// The syncer: one `fsync` of the WAL answers every batch committed before it began.
-fn syncer_loop(path: PathBuf, rx: mpsc::Receiver<SyncMsg>) {
+fn syncer_loop(path: PathBuf, rx: mpsc::Receiver<SyncMsg>, pipeline: Arc<Pipeline>) {
     let wal = PathBuf::from(format!("{}-wal", path.display()));
     let dir = path
         .parent()
@@ -363,6 +407,10 @@ fn syncer_loop(path: PathBuf, rx: mpsc::Receiver<SyncMsg>) {
             tracing::error!(error = %e, "fsync of the WAL failed; its writes are reported failed");
         }
         let mut close = None;
+        let batches = pending
+            .iter()
+            .filter(|m| matches!(m, SyncMsg::Batch { .. }))
+            .count();
         for msg in pending {
             match msg {
                 SyncMsg::Batch {
@@ -381,6 +429,7 @@ fn syncer_loop(path: PathBuf, rx: mpsc::Receiver<SyncMsg>) {
                 SyncMsg::Close(reply) => close = Some(reply),
             }
         }
+        pipeline.done(batches);
         if let Some(reply) = close {
             let _ = reply.send(());
             return;
@@ -402,7 +451,11 @@ fn sync_wal(file: &mut Option<std::fs::File>, wal: &Path, dir: &Path) -> Result<
     Ok(())
 }
 
-fn writer_loop(conn: Connection, rx: mpsc::Receiver<Msg>, syncer: Option<mpsc::Sender<SyncMsg>>) {
+fn writer_loop(
+    conn: Connection,
+    rx: mpsc::Receiver<Msg>,
+    syncer: Option<(mpsc::Sender<SyncMsg>, Arc<Pipeline>)>,
+) {
     let mut batch: Vec<WriteJob> = Vec::with_capacity(64);
     while let Ok(first) = rx.recv() {
         let mut close = None;
@@ -410,11 +463,21 @@ fn writer_loop(conn: Connection, rx: mpsc::Receiver<Msg>, syncer: Option<mpsc::S
             Msg::Write(job) => batch.push(job),
             Msg::Close(reply) => close = Some(reply),
         }
-        while close.is_none() && batch.len() < MAX_BATCH {
-            match rx.try_recv() {
-                Ok(Msg::Write(job)) => batch.push(job),
-                Ok(Msg::Close(reply)) => close = Some(reply),
-                Err(_) => break,
+        loop {
+            while close.is_none() && batch.len() < MAX_BATCH {
+                match rx.try_recv() {
+                    Ok(Msg::Write(job)) => batch.push(job),
+                    Ok(Msg::Close(reply)) => close = Some(reply),
+                    Err(_) => break,
+                }
+            }
+            let gather = close.is_none()
+                && batch.len() < MAX_BATCH
+                && syncer
+                    .as_ref()
+                    .is_some_and(|(_, p)| p.full_after_waiting(Duration::from_micros(200)));
+            if !gather {
+                break;
             }
         }
         if !batch.is_empty() {
@@ -425,8 +488,10 @@ fn writer_loop(conn: Connection, rx: mpsc::Receiver<Msg>, syncer: Option<mpsc::S
                 durable_needed,
             };
             match &syncer {
-                Some(tx) => {
+                Some((tx, pipeline)) => {
+                    pipeline.add();
                     if let Err(mpsc::SendError(msg)) = tx.send(msg) {
+                        pipeline.done(1);
                         // The syncer is gone (it only stops at close): answer unsynced
                         // rather than never.
                         deliver_now(msg);
@@ -436,7 +501,7 @@ fn writer_loop(conn: Connection, rx: mpsc::Receiver<Msg>, syncer: Option<mpsc::S
             }
         }
         if let Some(reply) = close {
-            if let Some(tx) = &syncer {
+            if let Some((tx, _)) = &syncer {
                 let (done_tx, done_rx) = mpsc::channel();
                 if tx.send(SyncMsg::Close(done_tx)).is_ok() {
                     let _ = done_rx.recv();
