@@ -15,6 +15,7 @@ use crate::load::{self, LoadResult, LoadSpec, MakeReq, Req};
 
 mod cache;
 mod ceiling;
+mod data;
 mod storage;
 
 /// Every scenario, in report order.
@@ -24,6 +25,7 @@ pub fn all() -> Vec<Box<dyn Scenario>> {
     all.push(Box::new(storage::Upload));
     all.push(Box::new(storage::Download));
     all.push(Box::new(storage::SmallGet));
+    all.extend(data::all());
     all
 }
 

@@ -27,6 +27,7 @@ pub mod instance;
 pub mod json;
 pub mod jwt;
 pub mod keys;
+pub mod mango;
 pub mod names;
 pub mod object;
 pub mod ports;

@@ -71,7 +71,10 @@ impl Embedded {
                 &dir.join("registry.db"),
                 Arc::clone(&clock),
             )?),
-            data: Arc::new(data::SqliteDocStore::open(&dir.join("data.db"))?),
+            data: Arc::new(data::SqliteDocStore::open(
+                &dir.join("data.db"),
+                Arc::clone(&clock),
+            )?),
             cache: Arc::new(cache::EmbeddedCache::open(
                 &dir.join("cache.db"),
                 Arc::clone(&clock),

@@ -23,6 +23,12 @@ async fn registry() {
 }
 
 #[tokio::test]
+async fn data() {
+    let (_dir, e) = open();
+    conformance::data::run_all(&*e.data).await;
+}
+
+#[tokio::test]
 async fn lifecycle_of_every_adapter() {
     let (_dir, e) = open();
     let search = InstanceConfig::Search(SearchConfig {

@@ -4,7 +4,7 @@ use std::sync::Arc;
 
 use quintet_core::{
     Clock, Result, ServiceType, SystemClock,
-    ports::{Lifecycle, cache::Cache, registry::Registry, storage::ObjectStorage},
+    ports::{Lifecycle, cache::Cache, data::DocStore, registry::Registry, storage::ObjectStorage},
 };
 
 use crate::{auth::Auth, config::Config, instances::Instances, metrics::Metrics};
@@ -15,7 +15,7 @@ pub struct Services {
     /// Applications, keys and instances.
     pub registry: Arc<dyn Registry>,
     /// Documents.
-    pub data: Arc<dyn Lifecycle>,
+    pub data: Arc<dyn DocStore>,
     /// Cache entries.
     pub cache: Arc<dyn Cache>,
     /// Full-text indexes.

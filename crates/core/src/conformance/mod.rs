@@ -8,6 +8,7 @@
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
 
 pub mod cache;
+pub mod data;
 pub mod lifecycle;
 pub mod registry;
 pub mod storage;

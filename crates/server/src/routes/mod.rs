@@ -7,6 +7,7 @@ use crate::state::AppState;
 
 mod admin;
 mod cache;
+mod data;
 mod lifecycle;
 mod meta;
 mod storage;
@@ -20,6 +21,7 @@ pub fn router(state: AppState) -> Router {
         .merge(lifecycle::routes())
         .merge(admin::routes())
         .merge(cache::routes())
+        .merge(data::routes())
         .layer(DefaultBodyLimit::max(limit))
         .merge(storage::routes().layer(DefaultBodyLimit::disable()))
         .with_state(state)

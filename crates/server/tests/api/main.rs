@@ -6,6 +6,7 @@
 mod admin;
 mod auth;
 mod cache;
+mod data;
 mod http;
 mod hyper_connect;
 mod lifecycle;
