@@ -8,4 +8,5 @@ mod auth;
 mod http;
 mod hyper_connect;
 mod lifecycle;
+mod scale_out;
 mod tls;
