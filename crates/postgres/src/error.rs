@@ -2,8 +2,8 @@
 //!
 //! | PostgreSQL | `core::Error` |
 //! |---|---|
-//! | `23505` unique violation | [`Error::Conflict`] (callers name what exists, see [`unique_as`]) |
-//! | `23503` foreign key violation | [`Error::NotFound`] (callers name what is missing, see [`missing_as`]) |
+//! | `23505` unique violation | [`Error::Conflict`] (callers name what exists: [`violation_as`], [`unique_as`]) |
+//! | `23503` foreign key violation | [`Error::NotFound`] (callers name what is missing: [`violation_as`]) |
 //! | class `08` connection exception, `57P01`–`57P03` shutdown or start-up, `53300` too many connections, `40001` serialization failure, `40P01` deadlock; a broken or timed-out connection; a pool with no free connection in time | [`Error::Unavailable`]: retrying may succeed |
 //! | class `28` invalid authorization, `3D000` unknown database | [`Error::Unavailable`] with what to fix |
 //! | anything else | [`Error::Internal`] (detail logged, never shown) |
@@ -54,22 +54,27 @@ pub fn pg_error(e: tokio_postgres::Error) -> Error {
     Error::internal(format!("PostgreSQL: {}", detail(&e)))
 }
 
-/// [`pg_error`], with a unique violation reported as `Conflict(msg())`.
-pub fn unique_as(e: tokio_postgres::Error, msg: impl FnOnce() -> String) -> Error {
-    if e.code() == Some(&SqlState::UNIQUE_VIOLATION) {
-        Error::Conflict(msg())
-    } else {
-        pg_error(e)
+/// [`pg_error`], except that a unique violation becomes `unique()` and a foreign key
+/// violation `missing()`: the errors the caller expects, in its own words.
+pub fn violation_as(
+    e: tokio_postgres::Error,
+    unique: impl FnOnce() -> Error,
+    missing: impl FnOnce() -> Error,
+) -> Error {
+    match e.code() {
+        Some(code) if *code == SqlState::UNIQUE_VIOLATION => unique(),
+        Some(code) if *code == SqlState::FOREIGN_KEY_VIOLATION => missing(),
+        _ => pg_error(e),
     }
 }
 
-/// [`pg_error`], with a foreign key violation reported as `NotFound(msg())`.
-pub fn missing_as(e: tokio_postgres::Error, msg: impl FnOnce() -> String) -> Error {
-    if e.code() == Some(&SqlState::FOREIGN_KEY_VIOLATION) {
-        Error::NotFound(msg())
-    } else {
-        pg_error(e)
-    }
+/// [`pg_error`], with a unique violation reported as `Conflict(msg())`.
+pub fn unique_as(e: tokio_postgres::Error, msg: impl FnOnce() -> String) -> Error {
+    violation_as(
+        e,
+        || Error::Conflict(msg()),
+        || Error::not_found("a record it refers to does not exist"),
+    )
 }
 
 /// A pool that could not hand out a connection.

@@ -27,7 +27,7 @@ use tokio_postgres::Row;
 
 use crate::{
     database::PgDatabase,
-    error::{missing_as, pg_error, unique_as},
+    error::{pg_error, unique_as, violation_as},
     feed::Feed,
 };
 
@@ -247,11 +247,11 @@ impl Registry for PgRegistry {
                 )
                 .await
                 .map_err(|e| {
-                    if e.code() == Some(&tokio_postgres::error::SqlState::UNIQUE_VIOLATION) {
-                        unique_as(e, || format!("{kind} instance \"{name}\" already exists"))
-                    } else {
-                        missing_as(e, || format!("application \"{app}\" does not exist"))
-                    }
+                    violation_as(
+                        e,
+                        || Error::conflict(format!("{kind} instance \"{name}\" already exists")),
+                        || Error::not_found(format!("application \"{app}\" does not exist")),
+                    )
                 })?;
             let instance = Instance {
                 id: InstanceId(row.try_get(0).map_err(pg_error)?),
@@ -587,12 +587,12 @@ impl Registry for PgRegistry {
             )
             .await
             .map_err(|e| {
-                if e.code() == Some(&tokio_postgres::error::SqlState::UNIQUE_VIOLATION) {
+                violation_as(
+                    e,
                     // 96 random bits: a collision is a broken random source.
-                    Error::internal("a generated key id already exists")
-                } else {
-                    missing_as(e, || app_missing(app).public_message())
-                }
+                    || Error::internal("a generated key id already exists"),
+                    || app_missing(app),
+                )
             })?;
             let change = RegistryChange::KeyCreated {
                 app: app.clone(),

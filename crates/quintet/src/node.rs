@@ -24,8 +24,9 @@ pub struct Node {
 impl Node {
     /// Open the stores named by `config` (see [`adapters`]), with `clock` as the source of
     /// time, check that the data directory belongs to the configured registry
-    /// ([`binding`]), and repair what an interrupted shutdown left behind. Without a configured admin token, the one
-    /// in the data directory is used, generated on the first start.
+    /// ([`binding`]), and repair what an interrupted shutdown left behind. Without a
+    /// configured admin token, the one in the data directory is used, generated on the
+    /// first start.
     pub async fn open(config: &ServeConfig, clock: Arc<dyn Clock>) -> anyhow::Result<Self> {
         // TLS files first: a bad certificate should fail before anything is opened.
         let tls = config.server.tls.as_ref().map(tls::load).transpose()?;
