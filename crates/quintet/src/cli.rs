@@ -16,7 +16,10 @@ use quintet_core::keys::Secret;
 use quintet_server::config::{DomainAuth, TlsFiles};
 use serde::Deserialize;
 
-use crate::admin;
+use crate::{
+    adapters::{Adapters, RegistryChoice},
+    admin,
+};
 
 /// quintet: data, cache, search, queue and storage for applications, in one program.
 #[derive(Debug, Parser)]
@@ -80,6 +83,17 @@ pub struct ServeArgs {
     /// Directory holding all data of the embedded stores [default: ./quintet-data]
     #[arg(long, env = "QUINTET_DATA_DIR", value_name = "DIR")]
     pub data_dir: Option<PathBuf>,
+
+    /// Where accounts, applications, keys and instances are recorded: `embedded` (in the
+    /// data directory, one node) or a PostgreSQL URL shared by every node, e.g.
+    /// postgres://quintet:secret@db:5432/quintet [default: embedded]
+    #[arg(
+        long,
+        env = "QUINTET_REGISTRY",
+        value_name = "URL",
+        hide_env_values = true
+    )]
+    pub registry: Option<String>,
 
     /// Largest JSON request body, in bytes; larger bodies get 413 [default: 16777216]
     #[arg(long, env = "QUINTET_MAX_BODY_BYTES", value_name = "BYTES")]
@@ -173,6 +187,7 @@ pub struct ServeArgs {
 pub(crate) struct FileConfig {
     pub(crate) listen: Option<SocketAddr>,
     pub(crate) data_dir: Option<PathBuf>,
+    registry: Option<String>,
     max_body_bytes: Option<usize>,
     max_json_depth: Option<usize>,
     shutdown_timeout: Option<u64>,
@@ -205,6 +220,8 @@ pub struct ServeConfig {
     pub data_dir: PathBuf,
     /// The embedded cache's bound and durability.
     pub cache: quintet_embedded::cache::CacheOptions,
+    /// Which adapter serves each port.
+    pub adapters: Adapters,
     /// Log filter.
     pub log: String,
     /// Log format.
@@ -295,6 +312,14 @@ impl ServeArgs {
                     .cache_memory_only
                     .or(file.cache_memory_only)
                     .unwrap_or(false),
+            },
+            adapters: Adapters {
+                registry: self
+                    .registry
+                    .or(file.registry)
+                    .map(|r| RegistryChoice::parse(&r))
+                    .transpose()?
+                    .unwrap_or_default(),
             },
             log: self.log.or(file.log).unwrap_or_else(|| "info".to_owned()),
             log_format: self
@@ -449,6 +474,38 @@ mod tests {
             Some("https://q.example.com")
         );
         assert!(parse(&["--public-url", "q.example.com"]).resolve().is_err());
+    }
+
+    #[test]
+    fn the_registry_is_embedded_unless_configured() {
+        let c = ServeArgs::default().resolve().unwrap();
+        assert_eq!(c.adapters.registry, RegistryChoice::Embedded);
+        let f = toml_file("registry = \"embedded\"\n");
+        let c = parse(&["--config", f.path().to_str().unwrap()])
+            .resolve()
+            .unwrap();
+        assert_eq!(c.adapters.registry, RegistryChoice::Embedded);
+        let err = parse(&["--registry", "sqlite:///tmp/x"])
+            .resolve()
+            .unwrap_err();
+        assert!(format!("{err}").contains("--registry must be"), "{err}");
+    }
+
+    #[cfg(feature = "postgres")]
+    #[test]
+    fn a_postgres_registry_comes_from_a_flag_or_the_file() {
+        let f = toml_file("registry = \"postgres://q@file-host/q\"\n");
+        let path = f.path().to_str().unwrap();
+        let url = |c: ServeConfig| match c.adapters.registry {
+            RegistryChoice::Postgres(pg) => pg.url,
+            other => panic!("{other:?}"),
+        };
+        let c = parse(&["--config", path]).resolve().unwrap();
+        assert_eq!(url(c), "postgres://q@file-host/q");
+        let c = parse(&["--config", path, "--registry", "postgresql://q@flag-host/q"])
+            .resolve()
+            .unwrap();
+        assert_eq!(url(c), "postgresql://q@flag-host/q");
     }
 
     #[test]

@@ -1,13 +1,21 @@
 //! Shared state of the HTTP layer: the ports, the instance directory and the configuration.
 
-use std::sync::Arc;
+use std::sync::{Arc, Weak};
 
 use quintet_core::{
     Clock, Result, ServiceType, SystemClock,
-    ports::{Lifecycle, cache::Cache, data::DocStore, registry::Registry, storage::ObjectStorage},
+    ports::{
+        Lifecycle,
+        cache::Cache,
+        data::DocStore,
+        registry::{ChangeListener, Registry},
+        storage::ObjectStorage,
+    },
 };
 
-use crate::{auth::Auth, config::Config, instances::Instances, metrics::Metrics};
+use crate::{
+    auth::Auth, changes::CacheInvalidator, config::Config, instances::Instances, metrics::Metrics,
+};
 
 /// One adapter per port, chosen by the binary.
 #[derive(Debug, Clone)]
@@ -86,6 +94,8 @@ pub struct AppState {
     pub metrics: Arc<Metrics>,
     /// Credentials: the admin token, the domain auth mode, access keys.
     pub auth: Arc<Auth>,
+    /// The registry's listener keeping the caches true to changes made by other nodes.
+    pub invalidator: Arc<CacheInvalidator>,
 }
 
 impl AppState {
@@ -103,12 +113,22 @@ impl AppState {
             Arc::clone(&services.registry),
             clock,
         );
+        let instances = Arc::new(Instances::new(Arc::clone(&services)));
+        let invalidator = Arc::new(CacheInvalidator::new(
+            Arc::clone(&instances),
+            Arc::clone(&auth.keys),
+        ));
+        // Held weakly by the registry: it stops being called when this state is dropped.
+        let listener: Weak<CacheInvalidator> = Arc::downgrade(&invalidator);
+        let listener: Weak<dyn ChangeListener> = listener;
+        services.registry.subscribe(listener);
         Self {
-            instances: Arc::new(Instances::new(Arc::clone(&services))),
+            instances,
             services,
             config: Arc::new(config),
             metrics: Arc::new(Metrics::default()),
             auth: Arc::new(auth),
+            invalidator,
         }
     }
 }

@@ -10,5 +10,6 @@ mod data;
 mod http;
 mod hyper_connect;
 mod lifecycle;
+mod scale_out;
 mod storage;
 mod tls;
