@@ -13,20 +13,23 @@ use tokio::sync::Mutex;
 
 use crate::load::{self, LoadResult, LoadSpec, MakeReq, Req};
 
+mod cache;
 mod ceiling;
+mod data;
 mod queue;
 mod storage;
 
 /// Every scenario, in report order.
 pub fn all() -> Vec<Box<dyn Scenario>> {
-    vec![
-        Box::new(ceiling::Ceiling),
-        Box::new(queue::Delivery(queue::Goal::Throughput)),
-        Box::new(queue::Delivery(queue::Goal::Latency)),
-        Box::new(storage::Upload),
-        Box::new(storage::Download),
-        Box::new(storage::SmallGet),
-    ]
+    let mut all: Vec<Box<dyn Scenario>> = vec![Box::new(ceiling::Ceiling)];
+    all.extend(cache::scenarios());
+    all.push(Box::new(storage::Upload));
+    all.push(Box::new(storage::Download));
+    all.push(Box::new(storage::SmallGet));
+    all.extend(data::all());
+    all.push(Box::new(queue::Delivery(queue::Goal::Throughput)));
+    all.push(Box::new(queue::Delivery(queue::Goal::Latency)));
+    all
 }
 
 /// What a scenario must reach to meet its issue's goal.

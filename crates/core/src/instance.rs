@@ -40,6 +40,22 @@ impl Instance {
     pub fn kind(&self) -> ServiceType {
         self.config.kind()
     }
+
+    /// The instance's URL path in the address form of its application.
+    pub fn path(&self) -> String {
+        path(&self.app, self.kind(), self.name.as_str())
+    }
+}
+
+/// The URL path of instance `name` of type `kind` in application `app`: the domain form
+/// `/<type>/<name>` for the built-in domain application, else `/<app>/<type>/<name>`.
+/// For messages that tell a client which request to make.
+pub fn path(app: &AppName, kind: ServiceType, name: &str) -> String {
+    if app.is_domain() {
+        format!("/{kind}/{name}")
+    } else {
+        format!("/{app}/{kind}/{name}")
+    }
 }
 
 /// The configuration given when an instance is created; its variant is the service type.
@@ -125,6 +141,13 @@ impl InstanceConfig {
 mod tests {
     use super::*;
     use serde_json::json;
+
+    #[test]
+    fn paths_follow_the_address_form() {
+        let shop: AppName = "shop".parse().unwrap();
+        assert_eq!(path(&AppName::domain(), ServiceType::Data, "m"), "/data/m");
+        assert_eq!(path(&shop, ServiceType::Cache, "c"), "/shop/cache/c");
+    }
 
     #[test]
     fn plain_types_ignore_their_body() {

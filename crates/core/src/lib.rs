@@ -6,6 +6,7 @@
 //! the traits in [`ports`]; the HTTP layer (`quintet-server`) calls them.
 //!
 //! - [`names`]: validated service types, instance and application names.
+//! - [`cache`]: cache keys, values, TTLs and glob patterns.
 //! - [`instance`]: instances and their per-type configuration.
 //! - [`ports`]: [`ports::Lifecycle`] plus one trait per service and the registry.
 //! - [`object`]: object paths, byte ranges and pre-signed URLs of the storage service.
@@ -17,6 +18,7 @@
 //!   strings, and the HS256 tokens clients sign with them.
 
 pub mod accounts;
+pub mod cache;
 pub mod clock;
 #[cfg(feature = "conformance")]
 pub mod conformance;
@@ -29,6 +31,7 @@ pub mod js_json;
 pub mod json;
 pub mod jwt;
 pub mod keys;
+pub mod mango;
 pub mod names;
 pub mod object;
 pub mod ports;

@@ -1,38 +1,673 @@
-//! The data service on SQLite (`data.db`): one table per instance.
+//! The data service on SQLite (`data.db`).
+//!
+//! Per instance `<id>`:
+//! - `d<id>`: `(id TEXT PRIMARY KEY, body TEXT)` without rowid — one B-tree, so a get by id
+//!   is one lookup; `body` is the document's compact JSON text, served as stored.
+//! - `d<id>_ix`: the index definitions, `(name, num, def)`.
+//! - `d<id>_i<num>`: one table per index, `(k BLOB, id TEXT)` with primary key `(k, id)`,
+//!   `k` the [`keycode`](quintet_core::mango::keycode) encoding of the indexed fields.
+//!
+//! Every write maintains every index of its instance inside the same transaction. The
+//! index definitions are cached twice: for the writer thread (loaded through the writer's
+//! connection, so a write queued right after `create_index` in the same batch sees the new
+//! index) and for readers (loaded through a reader, so a query never plans over an index
+//! whose table is not committed yet).
 
-use std::path::Path;
+use std::{
+    collections::{HashMap, VecDeque},
+    path::Path,
+    sync::{
+        Arc, Mutex, RwLock,
+        atomic::{AtomicU64, Ordering},
+    },
+    time::Instant,
+};
 
 use async_trait::async_trait;
-use quintet_core::{Instance, InstanceId, Result, ports::Lifecycle};
+use futures_util::stream;
+use quintet_core::{
+    Clock, Error, Instance, InstanceId, Result,
+    id::IdGenerator,
+    mango::{Collector, plan},
+    ports::{
+        Lifecycle,
+        data::{
+            BulkOp, BulkOutcome, DocId, DocStore, DocStream, Document, FindOutcome, FindQuery,
+            IndexDef, ListQuery, MAX_INDEXES, RawJson, stored_text,
+        },
+    },
+};
+use rusqlite::{Connection, OptionalExtension, params, params_from_iter};
+use serde_json::{Value, value::RawValue};
 
 use crate::{
     instance_store::TableLifecycle,
-    sqlite::{SqliteDb, SqliteOptions},
+    sqlite::{SqliteDb, SqliteOptions, is_unique_violation, sql_error},
 };
+
+/// Documents listed per round trip to the database while streaming a list.
+const LIST_PAGE: usize = 256;
 
 /// Documents of every data instance, in one SQLite file.
 #[derive(Debug, Clone)]
 pub struct SqliteDocStore {
     tables: TableLifecycle,
+    clock: Arc<dyn Clock>,
+    ids: Arc<IdGenerator>,
+    writer_indexes: Arc<Mutex<HashMap<InstanceId, Arc<Indexes>>>>,
+    reader_indexes: Arc<RwLock<HashMap<InstanceId, Arc<Indexes>>>>,
+    generation: Arc<AtomicU64>,
+}
+
+/// The indexes of one instance: definitions and their tables, in name order.
+#[derive(Debug, Default)]
+struct Indexes {
+    defs: Vec<IndexDef>,
+    tables: Vec<String>,
 }
 
 fn ddl(table: &str) -> String {
     format!(
         "CREATE TABLE \"{table}\" (\
-           seq  INTEGER PRIMARY KEY, \
-           id   TEXT NOT NULL UNIQUE, \
+           id   TEXT PRIMARY KEY NOT NULL, \
            body TEXT NOT NULL\
+         ) STRICT, WITHOUT ROWID;\
+         CREATE TABLE \"{table}_ix\" (\
+           name TEXT PRIMARY KEY NOT NULL, \
+           num  INTEGER NOT NULL, \
+           def  TEXT NOT NULL\
          ) STRICT;"
     )
 }
 
+fn missing(instance: &Instance, id: &DocId) -> Error {
+    Error::not_found(format!(
+        "document \"{id}\" does not exist in data instance \"{}\"",
+        instance.name
+    ))
+}
+
 impl SqliteDocStore {
-    /// Open (or create) the document database at `path`.
-    pub fn open(path: &Path) -> Result<Self> {
+    /// Open (or create) the document database at `path`; `clock` dates generated ids.
+    pub fn open(path: &Path, clock: Arc<dyn Clock>) -> Result<Self> {
         let db = SqliteDb::open(path, &[], SqliteOptions::default())?;
         Ok(Self {
             tables: TableLifecycle::new(db, "d", ddl),
+            clock,
+            ids: Arc::new(IdGenerator::new()),
+            writer_indexes: Arc::default(),
+            reader_indexes: Arc::default(),
+            generation: Arc::default(),
         })
+    }
+
+    fn db(&self) -> &SqliteDb {
+        self.tables.db()
+    }
+
+    fn table(&self, instance: &Instance) -> String {
+        self.tables.table(instance.id)
+    }
+
+    /// Run `f` on the writer with the instance's indexes as the writer sees them. A failed
+    /// write forgets the cached indexes, so a cache gone stale heals on the next write.
+    async fn write<T, F>(&self, instance: &Instance, f: F) -> Result<T>
+    where
+        T: Send + 'static,
+        F: FnOnce(&Connection, &str, &Indexes) -> Result<T> + Send + 'static,
+    {
+        let (id, table) = (instance.id, self.table(instance));
+        let cache = Arc::clone(&self.writer_indexes);
+        self.db()
+            .write(move |c| {
+                let cached = cache.lock().ok().and_then(|m| m.get(&id).cloned());
+                let indexes = match cached {
+                    Some(i) => i,
+                    None => {
+                        let loaded = Arc::new(load_indexes(c, &table)?);
+                        if let Ok(mut m) = cache.lock() {
+                            m.insert(id, Arc::clone(&loaded));
+                        }
+                        loaded
+                    }
+                };
+                let out = f(c, &table, &indexes);
+                if out.is_err()
+                    && let Ok(mut m) = cache.lock()
+                {
+                    m.remove(&id);
+                }
+                out
+            })
+            .await
+    }
+
+    /// The instance's indexes as committed, for planning queries.
+    async fn reader_indexes(&self, instance: &Instance) -> Result<Arc<Indexes>> {
+        if let Some(hit) = self
+            .reader_indexes
+            .read()
+            .ok()
+            .and_then(|m| m.get(&instance.id).cloned())
+        {
+            return Ok(hit);
+        }
+        let generation = self.generation.load(Ordering::SeqCst);
+        let table = self.table(instance);
+        let loaded = Arc::new(self.db().read(move |c| load_indexes(c, &table)).await?);
+        if let Ok(mut m) = self.reader_indexes.write()
+            && self.generation.load(Ordering::SeqCst) == generation
+        {
+            m.insert(instance.id, Arc::clone(&loaded));
+        }
+        Ok(loaded)
+    }
+
+    fn forget_indexes(&self, id: InstanceId) {
+        self.generation.fetch_add(1, Ordering::SeqCst);
+        if let Ok(mut m) = self.reader_indexes.write() {
+            m.remove(&id);
+        }
+        if let Ok(mut m) = self.writer_indexes.lock() {
+            m.remove(&id);
+        }
+    }
+}
+
+fn load_indexes(c: &Connection, table: &str) -> Result<Indexes> {
+    let mut stmt = c
+        .prepare_cached(&format!(
+            "SELECT num, def FROM \"{table}_ix\" ORDER BY name"
+        ))
+        .map_err(sql_error)?;
+    let rows = stmt
+        .query_map([], |r| Ok((r.get::<_, i64>(0)?, r.get::<_, String>(1)?)))
+        .map_err(sql_error)?;
+    let mut out = Indexes::default();
+    for row in rows {
+        let (num, def) = row.map_err(sql_error)?;
+        let def: Value = serde_json::from_str(&def)
+            .map_err(|e| Error::internal(format!("stored index definition: {e}")))?;
+        out.defs.push(IndexDef::from_json(&def)?);
+        out.tables.push(format!("{table}_i{num}"));
+    }
+    Ok(out)
+}
+
+/// Add the index entries of the document stored as `text`. The text is parsed only when
+/// the instance has indexes, so writes to unindexed instances never parse on the writer.
+fn add_keys(c: &Connection, idx: &Indexes, id: &str, text: &str) -> Result<()> {
+    if idx.defs.is_empty() {
+        return Ok(());
+    }
+    let doc: Value = serde_json::from_str(text)
+        .map_err(|e| Error::internal(format!("a stored document is not JSON: {e}")))?;
+    for (def, table) in idx.defs.iter().zip(&idx.tables) {
+        if let Some(key) = def.key_of(&doc) {
+            c.prepare_cached(&format!("INSERT INTO \"{table}\" (k, id) VALUES (?1, ?2)"))
+                .and_then(|mut s| s.execute(params![key, id]))
+                .map_err(sql_error)?;
+        }
+    }
+    Ok(())
+}
+
+fn remove_keys(c: &Connection, idx: &Indexes, id: &str, old_body: &str) -> Result<()> {
+    let old: Value = serde_json::from_str(old_body)
+        .map_err(|e| Error::internal(format!("a stored document is not JSON: {e}")))?;
+    for (def, table) in idx.defs.iter().zip(&idx.tables) {
+        if let Some(key) = def.key_of(&old) {
+            c.prepare_cached(&format!("DELETE FROM \"{table}\" WHERE k = ?1 AND id = ?2"))
+                .and_then(|mut s| s.execute(params![key, id]))
+                .map_err(sql_error)?;
+        }
+    }
+    Ok(())
+}
+
+fn stored_body(c: &Connection, table: &str, id: &str) -> Result<Option<String>> {
+    c.prepare_cached(&format!("SELECT body FROM \"{table}\" WHERE id = ?1"))
+        .and_then(|mut s| s.query_row([id], |r| r.get::<_, String>(0)).optional())
+        .map_err(sql_error)
+}
+
+/// Remove document `id` and its index entries; `false` when it does not exist.
+fn delete_doc(c: &Connection, table: &str, idx: &Indexes, id: &str) -> Result<bool> {
+    if !idx.defs.is_empty() {
+        match stored_body(c, table, id)? {
+            Some(old) => remove_keys(c, idx, id, &old)?,
+            None => return Ok(false),
+        }
+    }
+    let n = c
+        .prepare_cached(&format!("DELETE FROM \"{table}\" WHERE id = ?1"))
+        .and_then(|mut s| s.execute([id]))
+        .map_err(sql_error)?;
+    Ok(n > 0)
+}
+
+fn upsert_sql(table: &str) -> String {
+    format!(
+        "INSERT INTO \"{table}\" (id, body) VALUES (?1, ?2) \
+         ON CONFLICT (id) DO UPDATE SET body = excluded.body"
+    )
+}
+
+/// Store `text` as document `id` with `upsert` (see [`upsert_sql`]), creating or replacing
+/// it, with its index entries.
+fn upsert_doc(
+    c: &Connection,
+    table: &str,
+    idx: &Indexes,
+    upsert: &mut rusqlite::CachedStatement<'_>,
+    id: &str,
+    text: &str,
+) -> Result<()> {
+    if !idx.defs.is_empty()
+        && let Some(old) = stored_body(c, table, id)?
+    {
+        remove_keys(c, idx, id, &old)?;
+    }
+    upsert.execute(params![id, text]).map_err(sql_error)?;
+    add_keys(c, idx, id, text)
+}
+
+fn raw(text: String) -> Result<RawJson> {
+    RawValue::from_string(text)
+        .map_err(|e| Error::internal(format!("a stored document is not JSON: {e}")))
+}
+
+enum Prepared {
+    Put { id: DocId, text: String },
+    Delete { id: DocId },
+    Done(BulkOutcome),
+}
+
+#[async_trait]
+impl DocStore for SqliteDocStore {
+    async fn create(&self, instance: &Instance, id: Option<DocId>, doc: Document) -> Result<DocId> {
+        let id = match id {
+            Some(id) => id,
+            None => self.ids.next_id(&*self.clock)?.parse()?,
+        };
+        let text = stored_text(&id, doc)?;
+        let name = instance.name.clone();
+        let key = id.clone();
+        self.write(instance, move |c, table, idx| {
+            c.prepare_cached(&format!(
+                "INSERT INTO \"{table}\" (id, body) VALUES (?1, ?2)"
+            ))
+            .and_then(|mut s| s.execute(params![key.as_str(), text]))
+            .map_err(|e| {
+                if is_unique_violation(&e) {
+                    Error::conflict(format!(
+                        "document \"{key}\" already exists in data instance \"{name}\"; \
+                         replace it with PUT"
+                    ))
+                } else {
+                    sql_error(e)
+                }
+            })?;
+            add_keys(c, idx, key.as_str(), &text)
+        })
+        .await?;
+        Ok(id)
+    }
+
+    async fn get(&self, instance: &Instance, id: &DocId) -> Result<Option<RawJson>> {
+        let table = self.table(instance);
+        let text = self
+            .db()
+            .read_now(|c| stored_body(c, &table, id.as_str()))?;
+        text.map(raw).transpose()
+    }
+
+    async fn replace(&self, instance: &Instance, id: &DocId, doc: Document) -> Result<()> {
+        let text = stored_text(id, doc)?;
+        let not_found = missing(instance, id);
+        let key = id.clone();
+        self.write(instance, move |c, table, idx| {
+            if !idx.defs.is_empty() {
+                let Some(old) = stored_body(c, table, key.as_str())? else {
+                    return Err(not_found);
+                };
+                remove_keys(c, idx, key.as_str(), &old)?;
+            }
+            let n = c
+                .prepare_cached(&format!("UPDATE \"{table}\" SET body = ?2 WHERE id = ?1"))
+                .and_then(|mut s| s.execute(params![key.as_str(), text]))
+                .map_err(sql_error)?;
+            if n == 0 {
+                return Err(not_found);
+            }
+            add_keys(c, idx, key.as_str(), &text)
+        })
+        .await
+    }
+
+    async fn remove(&self, instance: &Instance, id: &DocId) -> Result<()> {
+        let not_found = missing(instance, id);
+        let key = id.clone();
+        self.write(instance, move |c, table, idx| {
+            if delete_doc(c, table, idx, key.as_str())? {
+                Ok(())
+            } else {
+                Err(not_found)
+            }
+        })
+        .await
+    }
+
+    async fn bulk(&self, instance: &Instance, ops: Vec<BulkOp>) -> Result<Vec<BulkOutcome>> {
+        let prepared: Vec<Prepared> = ops
+            .into_iter()
+            .map(|op| match op {
+                BulkOp::Put { id, text } => Prepared::Put { id, text },
+                BulkOp::Delete { id } => Prepared::Delete { id },
+                BulkOp::Reject { id, error } => Prepared::Done(BulkOutcome::failed(id, error)),
+            })
+            .collect();
+        let name = instance.name.clone();
+        self.write(instance, move |c, table, idx| {
+            let mut out = Vec::with_capacity(prepared.len());
+            // Prepared once for the whole batch, not looked up per document.
+            let mut upsert = c.prepare_cached(&upsert_sql(table)).map_err(sql_error)?;
+            for p in prepared {
+                out.push(match p {
+                    Prepared::Put { id, text } => {
+                        upsert_doc(c, table, idx, &mut upsert, id.as_str(), &text)?;
+                        BulkOutcome::applied(&id)
+                    }
+                    Prepared::Delete { id } => {
+                        if delete_doc(c, table, idx, id.as_str())? {
+                            BulkOutcome::applied(&id)
+                        } else {
+                            BulkOutcome::failed(
+                                Some(id.as_str().to_owned()),
+                                format!(
+                                    "document \"{id}\" does not exist in data instance \
+                                     \"{name}\""
+                                ),
+                            )
+                        }
+                    }
+                    Prepared::Done(o) => o,
+                });
+            }
+            Ok(out)
+        })
+        .await
+    }
+
+    async fn list(&self, instance: &Instance, query: ListQuery) -> Result<DocStream> {
+        let mut lister = Lister {
+            db: self.db().clone(),
+            table: self.table(instance),
+            query,
+            cursor: None,
+            sent: 0,
+            buf: VecDeque::new(),
+            done: false,
+        };
+        // The first page is read before answering, so a failure is still a status.
+        lister.fetch().await?;
+        Ok(Box::pin(stream::unfold(lister, |mut l| async move {
+            loop {
+                if let Some(doc) = l.buf.pop_front() {
+                    return Some((Ok(doc), l));
+                }
+                if l.done {
+                    return None;
+                }
+                if let Err(e) = l.fetch().await {
+                    l.done = true;
+                    return Some((Err(e), l));
+                }
+            }
+        })))
+    }
+
+    async fn find(&self, instance: &Instance, query: FindQuery) -> Result<FindOutcome> {
+        let indexes = self.reader_indexes(instance).await?;
+        let table = self.table(instance);
+        self.db()
+            .read(move |c| {
+                let started = Instant::now();
+                let p = plan(&query, &indexes.defs);
+                let mut col = Collector::new(&query, p.ordered);
+                let mut offer_rows = |sql: &str, params: &[&dyn rusqlite::ToSql]| -> Result<bool> {
+                    let mut stmt = c.prepare_cached(sql).map_err(sql_error)?;
+                    let mut rows = stmt.query(params).map_err(sql_error)?;
+                    while let Some(row) = rows.next().map_err(sql_error)? {
+                        let body = row
+                            .get_ref(0)
+                            .and_then(|v| v.as_str().map_err(Into::into))
+                            .map_err(sql_error)?;
+                        if !col.offer_json(body)? {
+                            return Ok(false);
+                        }
+                    }
+                    Ok(true)
+                };
+                let name = match p.index {
+                    None => {
+                        offer_rows(&format!("SELECT body FROM \"{table}\" ORDER BY id"), &[])?;
+                        None
+                    }
+                    Some(i) => {
+                        let ix = &indexes.tables[i];
+                        let dir = if p.descending { "DESC" } else { "ASC" };
+                        let mut ranges: Vec<_> = p.ranges.iter().collect();
+                        if p.descending {
+                            ranges.reverse();
+                        }
+                        for r in ranges {
+                            let more = match &r.hi {
+                                Some(hi) => offer_rows(
+                                    &format!(
+                                        "SELECT d.body FROM \"{ix}\" AS x JOIN \"{table}\" AS d \
+                                         ON d.id = x.id WHERE x.k >= ?1 AND x.k < ?2 \
+                                         ORDER BY x.k {dir}, x.id {dir}"
+                                    ),
+                                    &[&r.lo, hi],
+                                )?,
+                                None => offer_rows(
+                                    &format!(
+                                        "SELECT d.body FROM \"{ix}\" AS x JOIN \"{table}\" AS d \
+                                         ON d.id = x.id WHERE x.k >= ?1 \
+                                         ORDER BY x.k {dir}, x.id {dir}"
+                                    ),
+                                    &[&r.lo],
+                                )?,
+                            };
+                            if !more {
+                                break;
+                            }
+                        }
+                        Some(indexes.defs[i].name.clone())
+                    }
+                };
+                let elapsed = started.elapsed().as_secs_f64() * 1000.0;
+                Ok(col.finish(&p, name, elapsed))
+            })
+            .await
+    }
+
+    async fn create_index(&self, instance: &Instance, index: IndexDef) -> Result<()> {
+        let def_text = index.to_json().to_string();
+        let name = instance.name.clone();
+        let cache = Arc::clone(&self.writer_indexes);
+        let id = instance.id;
+        let created = self
+            .write(instance, move |c, table, _| {
+                let meta = format!("{table}_ix");
+                let existing: Option<String> = c
+                    .prepare_cached(&format!("SELECT def FROM \"{meta}\" WHERE name = ?1"))
+                    .and_then(|mut s| s.query_row([&index.name], |r| r.get(0)).optional())
+                    .map_err(sql_error)?;
+                if let Some(existing) = existing {
+                    let same = serde_json::from_str::<Value>(&existing)
+                        .is_ok_and(|v| v == index.to_json());
+                    return if same {
+                        Ok(false)
+                    } else {
+                        Err(Error::conflict(format!(
+                            "data instance \"{name}\" has an index named \"{}\" with another \
+                             definition; choose another name",
+                            index.name
+                        )))
+                    };
+                }
+                let (count, num): (i64, i64) = c
+                    .query_row(
+                        &format!("SELECT count(*), coalesce(max(num), 0) + 1 FROM \"{meta}\""),
+                        [],
+                        |r| Ok((r.get(0)?, r.get(1)?)),
+                    )
+                    .map_err(sql_error)?;
+                if count as usize >= MAX_INDEXES {
+                    return Err(Error::invalid(format!(
+                        "data instance \"{name}\" has {MAX_INDEXES} indexes, the most allowed"
+                    )));
+                }
+                let ix = format!("{table}_i{num}");
+                c.execute_batch(&format!(
+                    "CREATE TABLE \"{ix}\" (k BLOB NOT NULL, id TEXT NOT NULL, \
+                     PRIMARY KEY (k, id)) STRICT, WITHOUT ROWID"
+                ))
+                .map_err(sql_error)?;
+                let mut insert = c
+                    .prepare(&format!("INSERT INTO \"{ix}\" (k, id) VALUES (?1, ?2)"))
+                    .map_err(sql_error)?;
+                let mut docs = c
+                    .prepare(&format!("SELECT id, body FROM \"{table}\""))
+                    .map_err(sql_error)?;
+                let mut rows = docs.query([]).map_err(sql_error)?;
+                while let Some(row) = rows.next().map_err(sql_error)? {
+                    let id: String = row.get(0).map_err(sql_error)?;
+                    let body = row
+                        .get_ref(1)
+                        .and_then(|v| v.as_str().map_err(Into::into))
+                        .map_err(sql_error)?;
+                    let doc: Value = serde_json::from_str(body).map_err(|e| {
+                        Error::internal(format!("a stored document is not JSON: {e}"))
+                    })?;
+                    if let Some(key) = index.key_of(&doc) {
+                        insert.execute(params![key, id]).map_err(sql_error)?;
+                    }
+                }
+                c.prepare_cached(&format!(
+                    "INSERT INTO \"{meta}\" (name, num, def) VALUES (?1, ?2, ?3)"
+                ))
+                .and_then(|mut s| s.execute(params![index.name, num, def_text]))
+                .map_err(sql_error)?;
+                // The next write of this instance reloads the list, new index included.
+                if let Ok(mut m) = cache.lock() {
+                    m.remove(&id);
+                }
+                Ok(true)
+            })
+            .await?;
+        if created {
+            self.forget_indexes(instance.id);
+        }
+        Ok(())
+    }
+
+    async fn indexes(&self, instance: &Instance) -> Result<Vec<IndexDef>> {
+        Ok(self.reader_indexes(instance).await?.defs.clone())
+    }
+}
+
+/// The state of a streaming list: the next page is read when the buffer runs dry.
+struct Lister {
+    db: SqliteDb,
+    table: String,
+    query: ListQuery,
+    cursor: Option<String>,
+    sent: usize,
+    buf: VecDeque<RawJson>,
+    done: bool,
+}
+
+impl Lister {
+    async fn fetch(&mut self) -> Result<()> {
+        let remaining = self
+            .query
+            .limit
+            .map_or(usize::MAX, |l| l - self.sent.min(l));
+        if remaining == 0 {
+            self.done = true;
+            return Ok(());
+        }
+        let table = self.table.clone();
+        if let Some(keys) = self.query.keys.clone() {
+            let docs = self
+                .db
+                .read(move |c| {
+                    let mut out = Vec::new();
+                    for k in keys {
+                        if out.len() >= remaining {
+                            break;
+                        }
+                        if let Some(body) = stored_body(c, &table, &k)? {
+                            out.push(raw(body)?);
+                        }
+                    }
+                    Ok(out)
+                })
+                .await?;
+            self.buf.extend(docs);
+            self.done = true;
+            return Ok(());
+        }
+        let page = remaining.min(LIST_PAGE);
+        let (desc, mut conds, mut args) = (self.query.descending, Vec::new(), Vec::new());
+        let (low, high) = if desc {
+            (&self.query.end_key, &self.query.start_key)
+        } else {
+            (&self.query.start_key, &self.query.end_key)
+        };
+        if let Some(l) = low {
+            conds.push("id >= ?");
+            args.push(l.clone());
+        }
+        if let Some(h) = high {
+            conds.push("id <= ?");
+            args.push(h.clone());
+        }
+        if let Some(cur) = &self.cursor {
+            conds.push(if desc { "id < ?" } else { "id > ?" });
+            args.push(cur.clone());
+        }
+        let sql = format!(
+            "SELECT id, body FROM \"{table}\"{}{} ORDER BY id {} LIMIT {page}",
+            if conds.is_empty() { "" } else { " WHERE " },
+            conds.join(" AND "),
+            if desc { "DESC" } else { "ASC" },
+        );
+        let rows = self
+            .db
+            .read(move |c| {
+                let mut stmt = c.prepare_cached(&sql).map_err(sql_error)?;
+                let rows = stmt
+                    .query_map(params_from_iter(args.iter()), |r| {
+                        Ok((r.get::<_, String>(0)?, r.get::<_, String>(1)?))
+                    })
+                    .map_err(sql_error)?;
+                rows.collect::<rusqlite::Result<Vec<_>>>()
+                    .map_err(sql_error)
+            })
+            .await?;
+        if rows.len() < page {
+            self.done = true;
+        }
+        self.sent += rows.len();
+        for (id, body) in rows {
+            self.buf.push_back(raw(body)?);
+            self.cursor = Some(id);
+        }
+        Ok(())
     }
 }
 
@@ -43,7 +678,9 @@ impl Lifecycle for SqliteDocStore {
     }
 
     async fn drop_instance(&self, instance: &Instance) -> Result<()> {
-        self.tables.drop(instance.id).await
+        self.tables.drop(instance.id).await?;
+        self.forget_indexes(instance.id);
+        Ok(())
     }
 
     async fn sweep(&self, live: &[InstanceId]) -> Result<usize> {

@@ -1,8 +1,10 @@
 //! quintet's embedded adapters: everything in one data directory, nothing else installed.
 //!
 //! - [`registry::SqliteRegistry`]: applications, keys and instances (`registry.db`).
-//! - [`data::SqliteDocStore`], [`cache::SqliteCache`], [`queue::SqliteJobQueue`]: one SQLite
-//!   file each, one table per instance.
+//! - [`data::SqliteDocStore`], [`queue::SqliteJobQueue`]: one SQLite file each, one table
+//!   per instance.
+//! - [`cache::EmbeddedCache`]: entries indexed in memory, values in `cache.db` (one table per
+//!   instance) or in memory only.
 //! - [`search::TantivySearchIndex`]: one index directory per instance.
 //! - [`storage::FsBlobStore`]: one directory of objects per instance, metadata in SQLite.
 //!
@@ -34,7 +36,7 @@ pub struct Embedded {
     /// Documents.
     pub data: Arc<data::SqliteDocStore>,
     /// Cache entries.
-    pub cache: Arc<cache::SqliteCache>,
+    pub cache: Arc<cache::EmbeddedCache>,
     /// Full-text indexes.
     pub search: Arc<search::TantivySearchIndex>,
     /// Jobs.
@@ -43,17 +45,41 @@ pub struct Embedded {
     pub storage: Arc<storage::FsBlobStore>,
 }
 
+/// Settings of the embedded adapters.
+#[derive(Debug, Clone, Default)]
+pub struct EmbeddedOptions {
+    /// The cache's size bound and durability.
+    pub cache: cache::CacheOptions,
+}
+
 impl Embedded {
-    /// Lock `data_dir` (creating it when missing) and open every adapter in it.
+    /// Lock `data_dir` (creating it when missing) and open every adapter in it with
+    /// default settings.
     pub fn open(data_dir: &Path, clock: Arc<dyn Clock>) -> Result<Self> {
+        Self::open_with(data_dir, clock, &EmbeddedOptions::default())
+    }
+
+    /// Lock `data_dir` (creating it when missing) and open every adapter in it.
+    pub fn open_with(
+        data_dir: &Path,
+        clock: Arc<dyn Clock>,
+        options: &EmbeddedOptions,
+    ) -> Result<Self> {
         let dir = datadir::DataDir::open(data_dir)?;
         Ok(Self {
             registry: Arc::new(registry::SqliteRegistry::open(
                 &dir.join("registry.db"),
                 Arc::clone(&clock),
             )?),
-            data: Arc::new(data::SqliteDocStore::open(&dir.join("data.db"))?),
-            cache: Arc::new(cache::SqliteCache::open(&dir.join("cache.db"))?),
+            data: Arc::new(data::SqliteDocStore::open(
+                &dir.join("data.db"),
+                Arc::clone(&clock),
+            )?),
+            cache: Arc::new(cache::EmbeddedCache::open(
+                &dir.join("cache.db"),
+                Arc::clone(&clock),
+                &options.cache,
+            )?),
             search: Arc::new(search::TantivySearchIndex::open(&dir.join("search"))?),
             queue: Arc::new(queue::SqliteJobQueue::open(&dir.join("queue.db"))?),
             storage: Arc::new(storage::FsBlobStore::open(dir.root(), Arc::clone(&clock))?),

@@ -1,13 +1,16 @@
 //! The registry on SQLite (`registry.db`): accounts, applications, keys and instances.
 
-use std::{path::Path, sync::Arc};
+use std::{
+    path::Path,
+    sync::{Arc, Weak},
+};
 
 use async_trait::async_trait;
 use quintet_core::{
     AppName, Clock, Error, Instance, InstanceConfig, InstanceId, InstanceName, Result, ServiceType,
     accounts::{Account, AccountName, AccountUsage, App, Plan},
     keys::{AccessKey, KeyId, Secret},
-    ports::registry::Registry,
+    ports::registry::{ChangeListener, Registry},
 };
 use rusqlite::{Connection, OptionalExtension, Row, params};
 
@@ -589,6 +592,11 @@ impl Registry for SqliteRegistry {
             })
             .await
     }
+
+    /// Calls no listener: the registry lives in the locked data directory, so one process
+    /// alone uses it, and that process's handlers update its caches in the same request
+    /// that changes the registry. There is no other node to hear from.
+    fn subscribe(&self, _listener: Weak<dyn ChangeListener>) {}
 
     async fn close(&self) -> Result<()> {
         self.db.close().await

@@ -23,6 +23,12 @@ async fn registry() {
 }
 
 #[tokio::test]
+async fn data() {
+    let (_dir, e) = open();
+    conformance::data::run_all(&*e.data).await;
+}
+
+#[tokio::test]
 async fn lifecycle_of_every_adapter() {
     let (_dir, e) = open();
     let search = InstanceConfig::Search(SearchConfig {
@@ -48,4 +54,47 @@ async fn queue() {
 async fn storage() {
     let (_dir, e) = open();
     conformance::storage::run_all(&*e.storage).await;
+}
+
+/// The embedded cache on `clock`, with `options`.
+fn open_cache(
+    options: quintet_embedded::cache::CacheOptions,
+    clock: Arc<quintet_core::ManualClock>,
+) -> (tempfile::TempDir, Embedded) {
+    let dir = tempfile::tempdir().unwrap();
+    let options = quintet_embedded::EmbeddedOptions { cache: options };
+    let embedded = Embedded::open_with(dir.path(), clock, &options).unwrap();
+    (dir, embedded)
+}
+
+#[tokio::test]
+async fn cache_durable() {
+    let clock = Arc::new(quintet_core::ManualClock::new(1_700_000_000_000));
+    let (_dir, e) = open_cache(Default::default(), Arc::clone(&clock));
+    conformance::cache::run_all(&*e.cache, &clock).await;
+}
+
+#[tokio::test]
+async fn cache_memory_only() {
+    let clock = Arc::new(quintet_core::ManualClock::new(1_700_000_000_000));
+    let options = quintet_embedded::cache::CacheOptions {
+        memory_only: true,
+        max_bytes: None,
+    };
+    let (_dir, e) = open_cache(options, Arc::clone(&clock));
+    conformance::cache::run_all(&*e.cache, &clock).await;
+    conformance::lifecycle::run_all(&*e.cache, InstanceConfig::Cache).await;
+}
+
+#[tokio::test]
+async fn cache_bounded() {
+    // A bound far above what the suite stores: the recency bookkeeping runs on every call
+    // and must not change any answer.
+    let clock = Arc::new(quintet_core::ManualClock::new(1_700_000_000_000));
+    let options = quintet_embedded::cache::CacheOptions {
+        memory_only: false,
+        max_bytes: Some(1 << 30),
+    };
+    let (_dir, e) = open_cache(options, Arc::clone(&clock));
+    conformance::cache::run_all(&*e.cache, &clock).await;
 }

@@ -16,7 +16,10 @@ use quintet_core::keys::Secret;
 use quintet_server::config::{DomainAuth, TlsFiles};
 use serde::Deserialize;
 
-use crate::admin;
+use crate::{
+    adapters::{Adapters, RegistryChoice},
+    admin,
+};
 
 /// quintet: data, cache, search, queue and storage for applications, in one program.
 #[derive(Debug, Parser)]
@@ -81,6 +84,17 @@ pub struct ServeArgs {
     #[arg(long, env = "QUINTET_DATA_DIR", value_name = "DIR")]
     pub data_dir: Option<PathBuf>,
 
+    /// Where accounts, applications, keys and instances are recorded: `embedded` (in the
+    /// data directory, one node) or a PostgreSQL URL shared by every node, e.g.
+    /// postgres://quintet:secret@db:5432/quintet [default: embedded]
+    #[arg(
+        long,
+        env = "QUINTET_REGISTRY",
+        value_name = "URL",
+        hide_env_values = true
+    )]
+    pub registry: Option<String>,
+
     /// Largest JSON request body, in bytes; larger bodies get 413 [default: 16777216]
     #[arg(long, env = "QUINTET_MAX_BODY_BYTES", value_name = "BYTES")]
     pub max_body_bytes: Option<usize>,
@@ -140,6 +154,23 @@ pub struct ServeArgs {
     /// PEM private key of --tls-cert
     #[arg(long, env = "QUINTET_TLS_KEY", value_name = "FILE")]
     pub tls_key: Option<PathBuf>,
+    /// Most bytes (keys plus values) the cache entries of all instances may take; when a
+    /// write would go beyond, the least recently used entries are evicted [default: no
+    /// limit, nothing is evicted]
+    #[arg(long, env = "QUINTET_CACHE_MAX_BYTES", value_name = "BYTES")]
+    pub cache_max_bytes: Option<u64>,
+
+    /// Keep cache entries in memory only: nothing written to disk, every entry gone after
+    /// a restart [default: false, entries are durable]
+    #[arg(
+        long,
+        env = "QUINTET_CACHE_MEMORY_ONLY",
+        value_name = "BOOL",
+        num_args = 0..=1,
+        default_missing_value = "true",
+        value_parser = clap::builder::BoolishValueParser::new()
+    )]
+    pub cache_memory_only: Option<bool>,
 
     /// Refuse queue targets on loopback, private and link-local addresses, when a queue is
     /// created and at every delivery (after DNS resolution) [default: false]
@@ -167,6 +198,7 @@ pub struct ServeArgs {
 pub(crate) struct FileConfig {
     pub(crate) listen: Option<SocketAddr>,
     pub(crate) data_dir: Option<PathBuf>,
+    registry: Option<String>,
     max_body_bytes: Option<usize>,
     max_json_depth: Option<usize>,
     shutdown_timeout: Option<u64>,
@@ -178,6 +210,8 @@ pub(crate) struct FileConfig {
     pub(crate) admin_token: Option<String>,
     pub(crate) tls_cert: Option<PathBuf>,
     tls_key: Option<PathBuf>,
+    cache_max_bytes: Option<u64>,
+    cache_memory_only: Option<bool>,
     queue_deny_private: Option<bool>,
     queue_backoff_ms: Option<u64>,
     log: Option<String>,
@@ -197,6 +231,10 @@ pub struct ServeConfig {
     pub server: quintet_server::Config,
     /// The embedded stores' directory.
     pub data_dir: PathBuf,
+    /// The embedded cache's bound and durability.
+    pub cache: quintet_embedded::cache::CacheOptions,
+    /// Which adapter serves each port.
+    pub adapters: Adapters,
     /// Log filter.
     pub log: String,
     /// Log format.
@@ -254,6 +292,10 @@ impl ServeArgs {
             (None, None) => None,
             _ => bail!("--tls-cert and --tls-key go together: give both files, or neither"),
         };
+        let cache_max_bytes = self.cache_max_bytes.or(file.cache_max_bytes);
+        if cache_max_bytes == Some(0) {
+            bail!("cache-max-bytes must be at least 1; leave it unset for no limit");
+        }
         Ok(ServeConfig {
             server: quintet_server::Config {
                 listen,
@@ -286,6 +328,21 @@ impl ServeArgs {
                 .data_dir
                 .or(file.data_dir)
                 .unwrap_or_else(|| PathBuf::from("quintet-data")),
+            cache: quintet_embedded::cache::CacheOptions {
+                max_bytes: cache_max_bytes,
+                memory_only: self
+                    .cache_memory_only
+                    .or(file.cache_memory_only)
+                    .unwrap_or(false),
+            },
+            adapters: Adapters {
+                registry: self
+                    .registry
+                    .or(file.registry)
+                    .map(|r| RegistryChoice::parse(&r))
+                    .transpose()?
+                    .unwrap_or_default(),
+            },
             log: self.log.or(file.log).unwrap_or_else(|| "info".to_owned()),
             log_format: self
                 .log_format
@@ -442,6 +499,38 @@ mod tests {
     }
 
     #[test]
+    fn the_registry_is_embedded_unless_configured() {
+        let c = ServeArgs::default().resolve().unwrap();
+        assert_eq!(c.adapters.registry, RegistryChoice::Embedded);
+        let f = toml_file("registry = \"embedded\"\n");
+        let c = parse(&["--config", f.path().to_str().unwrap()])
+            .resolve()
+            .unwrap();
+        assert_eq!(c.adapters.registry, RegistryChoice::Embedded);
+        let err = parse(&["--registry", "sqlite:///tmp/x"])
+            .resolve()
+            .unwrap_err();
+        assert!(format!("{err}").contains("--registry must be"), "{err}");
+    }
+
+    #[cfg(feature = "postgres")]
+    #[test]
+    fn a_postgres_registry_comes_from_a_flag_or_the_file() {
+        let f = toml_file("registry = \"postgres://q@file-host/q\"\n");
+        let path = f.path().to_str().unwrap();
+        let url = |c: ServeConfig| match c.adapters.registry {
+            RegistryChoice::Postgres(pg) => pg.url,
+            other => panic!("{other:?}"),
+        };
+        let c = parse(&["--config", path]).resolve().unwrap();
+        assert_eq!(url(c), "postgres://q@file-host/q");
+        let c = parse(&["--config", path, "--registry", "postgresql://q@flag-host/q"])
+            .resolve()
+            .unwrap();
+        assert_eq!(url(c), "postgresql://q@flag-host/q");
+    }
+
+    #[test]
     fn queue_settings_resolve_from_flags_and_file() {
         let c = ServeArgs::default().resolve().unwrap();
         assert!(!c.server.queue_deny_private);
@@ -466,6 +555,41 @@ mod tests {
     fn zero_limits_are_refused() {
         assert!(parse(&["--max-json-depth", "0"]).resolve().is_err());
         assert!(parse(&["--max-body-bytes", "0"]).resolve().is_err());
+        assert!(parse(&["--cache-max-bytes", "0"]).resolve().is_err());
+    }
+
+    #[test]
+    fn cache_settings_from_flags_and_the_file() {
+        let c = ServeArgs::default().resolve().unwrap();
+        assert_eq!(c.cache, quintet_embedded::cache::CacheOptions::default());
+        let c = parse(&["--cache-max-bytes", "1048576", "--cache-memory-only"])
+            .resolve()
+            .unwrap();
+        assert_eq!(c.cache.max_bytes, Some(1_048_576));
+        assert!(c.cache.memory_only);
+        assert!(
+            !parse(&["--cache-memory-only=false"])
+                .resolve()
+                .unwrap()
+                .cache
+                .memory_only
+        );
+        let f = toml_file("cache_max_bytes = 4096\ncache_memory_only = true\n");
+        let path = f.path().to_str().unwrap();
+        let c = parse(&["--config", path]).resolve().unwrap();
+        assert_eq!(c.cache.max_bytes, Some(4096));
+        assert!(c.cache.memory_only);
+        let c = parse(&[
+            "--config",
+            path,
+            "--cache-memory-only=false",
+            "--cache-max-bytes",
+            "9",
+        ])
+        .resolve()
+        .unwrap();
+        assert_eq!(c.cache.max_bytes, Some(9));
+        assert!(!c.cache.memory_only, "a flag beats the file");
     }
 
     #[test]

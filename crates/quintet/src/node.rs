@@ -6,11 +6,11 @@ use std::{future::Future, sync::Arc};
 
 use anyhow::Context;
 use quintet_core::{Clock, keys::Secret};
-use quintet_embedded::Embedded;
-use quintet_server::{AppState, Services, tls};
+use quintet_embedded::{Embedded, EmbeddedOptions};
+use quintet_server::{AppState, tls};
 use tokio::net::TcpListener;
 
-use crate::{admin_token, cli::ServeConfig};
+use crate::{adapters, admin_token, binding, cli::ServeConfig};
 
 /// An opened node: its stores and the HTTP state over them.
 #[derive(Debug)]
@@ -22,14 +22,19 @@ pub struct Node {
 }
 
 impl Node {
-    /// Open the stores named by `config`, with `clock` as the source of time, and repair
-    /// what an interrupted shutdown left behind. Without a configured admin token, the one
-    /// in the data directory is used, generated on the first start.
+    /// Open the stores named by `config` (see [`adapters`]), with `clock` as the source of
+    /// time, check that the data directory belongs to the configured registry
+    /// ([`binding`]), and repair what an interrupted shutdown left behind. Without a
+    /// configured admin token, the one in the data directory is used, generated on the
+    /// first start.
     pub async fn open(config: &ServeConfig, clock: Arc<dyn Clock>) -> anyhow::Result<Self> {
         // TLS files first: a bad certificate should fail before anything is opened.
         let tls = config.server.tls.as_ref().map(tls::load).transpose()?;
         let created = !config.data_dir.exists();
-        let embedded = Embedded::open(&config.data_dir, Arc::clone(&clock))
+        let options = EmbeddedOptions {
+            cache: config.cache.clone(),
+        };
+        let embedded = Embedded::open_with(&config.data_dir, Arc::clone(&clock), &options)
             .with_context(|| format!("cannot open data directory {}", config.data_dir.display()))?;
         admin_token::protect_data_dir(embedded.dir.root(), created)?;
         let mut server = config.server.clone();
@@ -41,15 +46,10 @@ impl Node {
             }
             server.admin_token = Some(token);
         }
-        let services = Services {
-            registry: embedded.registry.clone(),
-            data: embedded.data.clone(),
-            cache: embedded.cache.clone(),
-            search: embedded.search.clone(),
-            queue: embedded.queue.clone(),
-            storage: embedded.storage.clone(),
-        };
-        let state = AppState::with_clock(services, server, clock);
+        let opened = adapters::open(&config.adapters, &embedded, Arc::clone(&clock)).await?;
+        // Before the start-up sweep, which trusts the registry to know every instance.
+        binding::check(embedded.dir.root(), created, &opened.registry_identity)?;
+        let state = AppState::with_clock(opened.services, server, clock);
         quintet_server::startup(&state).await?;
         Ok(Self {
             embedded,

@@ -4,7 +4,7 @@
 
 use std::{path::Path, process::Command, time::Duration};
 
-use quintet_testkit::Process;
+use quintet_testkit::{Process, engines};
 use reqwest::Method;
 use serde_json::json;
 
@@ -26,6 +26,7 @@ fn serve_help_documents_every_setting() {
         ("--config", "QUINTET_CONFIG"),
         ("--listen", "QUINTET_LISTEN"),
         ("--data-dir", "QUINTET_DATA_DIR"),
+        ("--registry", "QUINTET_REGISTRY"),
         ("--max-body-bytes", "QUINTET_MAX_BODY_BYTES"),
         ("--max-json-depth", "QUINTET_MAX_JSON_DEPTH"),
         ("--shutdown-timeout", "QUINTET_SHUTDOWN_TIMEOUT"),
@@ -37,6 +38,8 @@ fn serve_help_documents_every_setting() {
         ("--admin-token", "QUINTET_ADMIN_TOKEN"),
         ("--tls-cert", "QUINTET_TLS_CERT"),
         ("--tls-key", "QUINTET_TLS_KEY"),
+        ("--cache-max-bytes", "QUINTET_CACHE_MAX_BYTES"),
+        ("--cache-memory-only", "QUINTET_CACHE_MEMORY_ONLY"),
         ("--queue-deny-private", "QUINTET_QUEUE_DENY_PRIVATE"),
         ("--queue-backoff-ms", "QUINTET_QUEUE_BACKOFF_MS"),
         ("--log", "QUINTET_LOG"),
@@ -158,4 +161,36 @@ fn a_bad_config_file_fails_with_its_name() {
     assert!(!out.status.success());
     let err = String::from_utf8_lossy(&out.stderr);
     assert!(err.contains("bad.toml"), "{err}");
+}
+
+#[tokio::test]
+async fn a_data_directory_stays_with_its_registry() {
+    let Some(pg) = engines::postgres("a_data_directory_stays_with_its_registry").await else {
+        return;
+    };
+    let dir = tempfile::tempdir().unwrap();
+    let data = dir.path().join("data");
+    let mut p = Process::spawn(bin(), &data, &["--registry", pg.url()]);
+    p.put("/data/movies", None).await.expect(201);
+    assert!(p.signal_and_wait("TERM", Duration::from_secs(10)).success());
+
+    // Started without the registry it was used with, the node refuses before sweeping.
+    let out = Command::new(BIN)
+        .args(["serve", "--listen", "127.0.0.1:0", "--data-dir"])
+        .arg(&data)
+        .env_remove("QUINTET_REGISTRY")
+        .output()
+        .unwrap();
+    assert!(!out.status.success());
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        err.contains("belongs to registry \"postgres:")
+            && err.contains("uses registry \"embedded\""),
+        "{err}"
+    );
+
+    // With it (here from the environment), the instance and its contents are still there.
+    let p = Process::spawn_with_env(bin(), &data, &[], &[("QUINTET_REGISTRY", pg.url())]);
+    p.put("/data/movies", None).await.expect(409);
+    p.delete("/data/movies").await.expect(200);
 }

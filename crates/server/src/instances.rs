@@ -1,13 +1,23 @@
 //! Creating, destroying and resolving instances, with an in-memory cache of the registry
 //! so that resolving an instance on a request does not touch the disk.
+//!
+//! The cache forgets an instance when this node destroys it, and when the registry's
+//! change feed reports that another node did ([`Instances::apply`]). Every invalidation
+//! bumps an epoch, and an instance read from the registry is cached only when no
+//! invalidation happened while it was read, so a read racing a destroy on another node
+//! cannot put the destroyed instance back.
 
 use std::{
     collections::HashMap,
-    sync::{Arc, RwLock},
+    sync::{
+        Arc, RwLock,
+        atomic::{AtomicU64, Ordering},
+    },
 };
 
 use quintet_core::{
     AppName, Error, Instance, InstanceConfig, InstanceName, Result, ServiceType, accounts::App,
+    ports::registry::RegistryChange,
 };
 
 use crate::{dispatch::Dispatcher, state::Services};
@@ -22,6 +32,8 @@ pub struct Instances {
     dispatcher: Arc<Dispatcher>,
     /// Application name → per-type maps of name → instance, indexed by `ServiceType`.
     cache: RwLock<HashMap<String, [ByName; 5]>>,
+    /// Bumped by every invalidation.
+    epoch: AtomicU64,
 }
 
 fn slot(kind: ServiceType) -> usize {
@@ -42,6 +54,7 @@ impl Instances {
             services,
             dispatcher,
             cache: RwLock::new(HashMap::new()),
+            epoch: AtomicU64::new(0),
         }
     }
 
@@ -57,12 +70,14 @@ impl Instances {
         }
         let missing = || {
             Error::not_found(format!(
-                "{kind} instance \"{name}\" does not exist; create it with PUT /{kind}/{name}"
+                "{kind} instance \"{name}\" does not exist; create it with PUT {}",
+                quintet_core::instance::path(app, kind, name)
             ))
         };
         let Ok(parsed) = name.parse::<InstanceName>() else {
             return Err(missing());
         };
+        let epoch = self.epoch.load(Ordering::SeqCst);
         let found = self
             .services
             .registry
@@ -70,7 +85,9 @@ impl Instances {
             .await?
             .ok_or_else(missing)?;
         let found = Arc::new(found);
-        if let Ok(mut cache) = self.cache.write() {
+        if let Ok(mut cache) = self.cache.write()
+            && self.epoch.load(Ordering::SeqCst) == epoch
+        {
             cache.entry(app.as_str().to_owned()).or_default()[slot(kind)]
                 .insert(name.to_owned(), Arc::clone(&found));
         }
@@ -83,10 +100,43 @@ impl Instances {
     }
 
     fn forget(&self, app: &AppName, kind: ServiceType, name: &str) {
+        self.epoch.fetch_add(1, Ordering::SeqCst);
         if let Ok(mut cache) = self.cache.write()
             && let Some(by_type) = cache.get_mut(app.as_str())
         {
             by_type[slot(kind)].remove(name);
+        }
+    }
+
+    fn forget_app(&self, app: &AppName) {
+        self.epoch.fetch_add(1, Ordering::SeqCst);
+        if let Ok(mut cache) = self.cache.write() {
+            cache.remove(app.as_str());
+        }
+    }
+
+    fn forget_all(&self) {
+        self.epoch.fetch_add(1, Ordering::SeqCst);
+        if let Ok(mut cache) = self.cache.write() {
+            cache.clear();
+        }
+    }
+
+    /// Bring the cache in line with a change to the registry, made by this node or
+    /// another: instances created or deleted and applications deleted are forgotten (a
+    /// created one may replace a deleted one this node missed), a resync forgets
+    /// everything. Changes to keys do not concern instances.
+    pub fn apply(&self, change: &RegistryChange) {
+        match change {
+            RegistryChange::InstanceCreated {
+                app, kind, name, ..
+            }
+            | RegistryChange::InstanceDeleted {
+                app, kind, name, ..
+            } => self.forget(app, *kind, name.as_str()),
+            RegistryChange::AppDeleted { app } => self.forget_app(app),
+            RegistryChange::Resync => self.forget_all(),
+            RegistryChange::KeyCreated { .. } | RegistryChange::KeyRevoked { .. } => {}
         }
     }
 
@@ -157,9 +207,7 @@ impl Instances {
     /// that the start-up sweep removes.
     pub async fn delete_app(&self, app: &AppName) -> Result<(App, Vec<Instance>)> {
         let deleted = self.services.registry.delete_app(app).await;
-        if let Ok(mut cache) = self.cache.write() {
-            cache.remove(app.as_str());
-        }
+        self.forget_app(app);
         deleted
     }
 

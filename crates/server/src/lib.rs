@@ -10,6 +10,7 @@
 //! The crate knows no engine: it receives its ports as trait objects in [`Services`].
 
 pub mod auth;
+pub mod changes;
 pub mod config;
 pub mod dispatch;
 pub mod error;

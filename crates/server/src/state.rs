@@ -1,14 +1,22 @@
 //! Shared state of the HTTP layer: the ports, the instance directory and the configuration.
 
-use std::sync::Arc;
+use std::sync::{Arc, Weak};
 
 use quintet_core::{
     Clock, Result, ServiceType, SystemClock,
-    ports::{Lifecycle, queue::JobQueue, registry::Registry, storage::ObjectStorage},
+    ports::{
+        Lifecycle,
+        cache::Cache,
+        data::DocStore,
+        queue::JobQueue,
+        registry::{ChangeListener, Registry},
+        storage::ObjectStorage,
+    },
 };
 
 use crate::{
-    auth::Auth, config::Config, dispatch::Dispatcher, instances::Instances, metrics::Metrics,
+    auth::Auth, changes::CacheInvalidator, config::Config, dispatch::Dispatcher,
+    instances::Instances, metrics::Metrics,
 };
 
 /// One adapter per port, chosen by the binary.
@@ -17,9 +25,9 @@ pub struct Services {
     /// Applications, keys and instances.
     pub registry: Arc<dyn Registry>,
     /// Documents.
-    pub data: Arc<dyn Lifecycle>,
+    pub data: Arc<dyn DocStore>,
     /// Cache entries.
-    pub cache: Arc<dyn Lifecycle>,
+    pub cache: Arc<dyn Cache>,
     /// Full-text indexes.
     pub search: Arc<dyn Lifecycle>,
     /// Jobs.
@@ -88,6 +96,8 @@ pub struct AppState {
     pub metrics: Arc<Metrics>,
     /// Credentials: the admin token, the domain auth mode, access keys.
     pub auth: Arc<Auth>,
+    /// The registry's listener keeping the caches true to changes made by other nodes.
+    pub invalidator: Arc<CacheInvalidator>,
     /// The source of time.
     pub clock: Arc<dyn Clock>,
     /// Delivers queued jobs to workers.
@@ -115,15 +125,25 @@ impl AppState {
             Arc::clone(&clock),
             config.dispatch_settings(),
         ));
+        let instances = Arc::new(Instances::new(
+            Arc::clone(&services),
+            Arc::clone(&dispatcher),
+        ));
+        let invalidator = Arc::new(CacheInvalidator::new(
+            Arc::clone(&instances),
+            Arc::clone(&auth.keys),
+        ));
+        // Held weakly by the registry: it stops being called when this state is dropped.
+        let listener: Weak<CacheInvalidator> = Arc::downgrade(&invalidator);
+        let listener: Weak<dyn ChangeListener> = listener;
+        services.registry.subscribe(listener);
         Self {
-            instances: Arc::new(Instances::new(
-                Arc::clone(&services),
-                Arc::clone(&dispatcher),
-            )),
+            instances,
             services,
             config: Arc::new(config),
             metrics: Arc::new(Metrics::default()),
             auth: Arc::new(auth),
+            invalidator,
             clock,
             dispatcher,
         }

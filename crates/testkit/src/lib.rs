@@ -7,6 +7,10 @@
 //! - [`TestServer::new_app`] makes an account, an application and an access key through the
 //!   admin API; [`TestServer::token`] signs a token for it. [`TestCerts`] makes a throwaway
 //!   certificate authority and server certificate for HTTPS tests.
+//! - [`engines`] (the `quintet-engine-test` crate) finds the real PostgreSQL, Redis and S3
+//!   of `scripts/engines` and gives each test a namespace of its own;
+//!   [`Builder::registry`] starts a node on a shared registry, so several `TestServer`s
+//!   form a cluster.
 //!
 //! A service test is a few lines:
 //! ```no_run
@@ -40,6 +44,7 @@ use quintet::{
     node::Node,
 };
 use quintet_core::{Clock, SystemClock};
+use quintet_server::AppState;
 use reqwest::{Method, RequestBuilder, header::HeaderMap};
 use serde_json::{Value, json};
 use tempfile::TempDir;
@@ -47,6 +52,7 @@ use tokio::{sync::oneshot, task::JoinHandle};
 
 pub use process::Process;
 pub use quintet::cli::AuthMode;
+pub use quintet_engine_test as engines;
 pub use tls::TestCerts;
 pub use worker::{Answer, Received, Worker, eventually};
 
@@ -231,6 +237,14 @@ impl Builder {
         self
     }
 
+    /// Keep the registry at `url` (`--registry`): nodes started with the same PostgreSQL
+    /// URL share accounts, applications, keys and instances, each with a data directory of
+    /// its own.
+    pub fn registry(mut self, url: &str) -> Self {
+        self.args.registry = Some(url.to_owned());
+        self
+    }
+
     /// Serve HTTPS with a fresh [`TestCerts`] certificate for `127.0.0.1` and `localhost`;
     /// the server's client trusts it.
     pub fn tls(mut self) -> Self {
@@ -265,6 +279,7 @@ pub struct TestServer {
     clock: Arc<dyn Clock>,
     certs: Option<TestCerts>,
     admin_token: String,
+    state: AppState,
     stop: Option<oneshot::Sender<()>>,
     task: Option<JoinHandle<()>>,
 }
@@ -309,6 +324,7 @@ impl TestServer {
             .expect("an admin token")
             .expose()
             .to_owned();
+        let state = node.state().clone();
         let listener = tokio::net::TcpListener::bind(config.server.listen)
             .await
             .expect("bind");
@@ -335,6 +351,7 @@ impl TestServer {
             clock,
             certs,
             admin_token,
+            state,
             stop: Some(stop),
             task: Some(task),
         }
@@ -343,6 +360,11 @@ impl TestServer {
     /// The admin token the node uses.
     pub fn admin_token(&self) -> &str {
         &self.admin_token
+    }
+
+    /// The node's HTTP state (its ports and caches), for checks below the HTTP surface.
+    pub fn state(&self) -> &AppState {
+        &self.state
     }
 
     /// The certificates of a server started with [`Builder::tls`].

@@ -7,6 +7,8 @@
 
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
 
+pub mod cache;
+pub mod data;
 pub mod lifecycle;
 pub mod queue;
 pub mod registry;

@@ -1,18 +1,14 @@
 //! The cache port: JSON values by key, with time-to-live and glob queries.
 
-use std::time::Duration;
-
 use async_trait::async_trait;
 
 use crate::{
     Instance, Result,
-    ports::{
-        Lifecycle,
-        data::{Document, RawJson},
-    },
+    cache::{CacheKey, CacheValue, Glob, Ttl},
+    ports::Lifecycle,
 };
 
-/// How a write treats an entry that does not exist yet.
+/// How a write treats a key that has no live entry.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum SetMode {
     /// Create the entry when missing (domain-form PUT).
@@ -21,45 +17,67 @@ pub enum SetMode {
     UpdateExisting,
 }
 
-/// What a write does to the entry's expiry.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Expiry {
-    /// Keep the current expiry of an existing entry (a new entry never expires).
-    Keep,
-    /// Never expire.
-    Never,
-    /// Expire this long after the write.
-    After(Duration),
+/// One entry of a query answer.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct CacheEntry {
+    /// The key.
+    pub key: CacheKey,
+    /// The value, as stored.
+    pub value: CacheValue,
 }
 
 /// Key/value entries with optional expiry.
 ///
 /// # Contract
-/// - An expired entry is never returned and never blocks `add`.
-/// - Writes are durable before they return (unless the operator chose a memory-only cache).
-/// - `query` answers entries sorted by key.
+/// - **Time** is the adapter's [`crate::Clock`], read once per call. An entry written at
+///   `t` with a [`Ttl`] of `d` is live while the clock reads less than `t + d` (to the
+///   millisecond) and expired from then on.
+/// - **Expired entries** are never returned by `get` or `query`, never block `add`, and
+///   count as missing for `set` in [`SetMode::UpdateExisting`] and for `remove`. Their
+///   space is reclaimed in the background, without blocking requests.
+/// - **Values** come back byte for byte as they were written.
+/// - **Errors**: [`crate::Error::Conflict`] from [`crate::cache::existing_key`] and
+///   [`crate::Error::NotFound`] from [`crate::cache::missing_key`], so every adapter words
+///   them alike.
+/// - **Durability**: a write is durable before it returns, unless the operator chose a
+///   memory-only cache; reads see every write that returned.
+/// - **Bounds**: an adapter configured with a size bound evicts least-recently-used
+///   entries (a `get` or a write is a use; a `query` is not) to make room, and refuses with
+///   [`crate::Error::TooLarge`] an entry larger than the whole bound. Without a bound
+///   nothing is evicted.
+/// - Concurrent writes to one key take effect one after the other: of two concurrent
+///   `add`s of a key, exactly one succeeds.
 #[async_trait]
 pub trait Cache: Lifecycle {
-    /// Add an entry; [`crate::Error::Conflict`] when a live entry has the key.
-    async fn add(&self, instance: &Instance, key: &str, value: Document, ttl: Expiry)
-    -> Result<()>;
+    /// Add an entry, expiring after `ttl` (never when `None`). [`crate::Error::Conflict`]
+    /// when a live entry has the key; an expired entry is replaced.
+    async fn add(
+        &self,
+        instance: &Instance,
+        key: &CacheKey,
+        value: CacheValue,
+        ttl: Option<Ttl>,
+    ) -> Result<()>;
 
-    /// The live value under `key`.
-    async fn get(&self, instance: &Instance, key: &str) -> Result<Option<RawJson>>;
+    /// The live value under `key`, `None` when missing or expired.
+    async fn get(&self, instance: &Instance, key: &CacheKey) -> Result<Option<CacheValue>>;
 
-    /// Replace the value under `key`.
+    /// Replace the value under `key`. With a `ttl` the entry expires that long after this
+    /// write; without one a live entry keeps its current expiry and a new entry never
+    /// expires. In [`SetMode::UpdateExisting`], [`crate::Error::NotFound`] when the key has
+    /// no live entry (and nothing is written).
     async fn set(
         &self,
         instance: &Instance,
-        key: &str,
-        value: Document,
-        ttl: Expiry,
+        key: &CacheKey,
+        value: CacheValue,
+        ttl: Option<Ttl>,
         mode: SetMode,
     ) -> Result<()>;
 
     /// Remove the entry; [`crate::Error::NotFound`] when there is no live entry.
-    async fn remove(&self, instance: &Instance, key: &str) -> Result<()>;
+    async fn remove(&self, instance: &Instance, key: &CacheKey) -> Result<()>;
 
-    /// Live entries whose key matches `pattern` (`*` matches any run), sorted by key.
-    async fn query(&self, instance: &Instance, pattern: &str) -> Result<Vec<(String, RawJson)>>;
+    /// Live entries whose key matches `pattern`, sorted by key (byte order).
+    async fn query(&self, instance: &Instance, pattern: &Glob) -> Result<Vec<CacheEntry>>;
 }

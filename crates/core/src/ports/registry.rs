@@ -1,14 +1,78 @@
-//! The registry: accounts, applications, their access keys and their service instances.
+//! The registry: accounts, applications, their access keys and their service instances,
+//! and the feed of changes that nodes sharing one registry use to keep their caches true.
 
-use std::fmt;
+use std::{fmt, sync::Weak};
 
 use async_trait::async_trait;
 
 use crate::{
-    AppName, Instance, InstanceConfig, InstanceName, Result, ServiceType,
+    AppName, Instance, InstanceConfig, InstanceId, InstanceName, Result, ServiceType,
     accounts::{Account, AccountName, AccountUsage, App, Plan},
     keys::{AccessKey, KeyId},
 };
+
+/// A committed change to the registry that a node caching registry state must apply (see
+/// [`Registry::subscribe`]).
+///
+/// Only changes that can make a cache wrong are reported: instances appearing and going,
+/// keys appearing and being revoked, applications going. Accounts and plans are never
+/// cached, so their changes are not reported.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum RegistryChange {
+    /// An instance was recorded.
+    InstanceCreated {
+        /// Its application.
+        app: AppName,
+        /// Its service type.
+        kind: ServiceType,
+        /// Its name.
+        name: InstanceName,
+        /// Its id.
+        id: InstanceId,
+    },
+    /// An instance was forgotten; its contents are being dropped.
+    InstanceDeleted {
+        /// Its application.
+        app: AppName,
+        /// Its service type.
+        kind: ServiceType,
+        /// Its name.
+        name: InstanceName,
+        /// Its id.
+        id: InstanceId,
+    },
+    /// An application was deleted with all its keys and instances.
+    AppDeleted {
+        /// The application.
+        app: AppName,
+    },
+    /// An access key was created.
+    KeyCreated {
+        /// The application it belongs to.
+        app: AppName,
+        /// The key id.
+        key: KeyId,
+    },
+    /// An access key was revoked.
+    KeyRevoked {
+        /// The application it belongs to.
+        app: AppName,
+        /// The key id.
+        key: KeyId,
+    },
+    /// Changes may have been missed (the node lost its connection to the other nodes'
+    /// changes): forget everything cached from the registry and read it again.
+    Resync,
+}
+
+/// Something that keeps registry state in memory (a cache) and must hear of changes; see
+/// [`Registry::subscribe`].
+pub trait ChangeListener: Send + Sync + 'static {
+    /// Apply `change`. Called on the registry's own task, one change at a time in the
+    /// order they committed, before the change is acknowledged to the node that made it:
+    /// it must be quick and must not block.
+    fn apply(&self, change: &RegistryChange);
+}
 
 /// Where quintet records which accounts, applications, keys and instances exist.
 ///
@@ -26,6 +90,14 @@ use crate::{
 ///   one atomic step and returns the instances, whose contents the caller then drops.
 /// - A revoked key stays listed with its revocation time; revoking again changes nothing.
 /// - Times are taken from the registry's clock.
+/// - Changes across nodes ([`Registry::subscribe`]): when several nodes share the
+///   registry's store, every committed [`RegistryChange`] that may invalidate a cache
+///   (creating and deleting instances, creating and revoking keys, deleting applications)
+///   is applied to the listeners of every live node, the writing node included, before the
+///   writing call returns; a node that does not answer within a bounded time is logged
+///   and not waited for further. A node that cannot vouch for having seen every change
+///   (its connection broke) applies [`RegistryChange::Resync`]. A registry that only one
+///   process can open has no other node to hear from, and calls no listener.
 #[async_trait]
 pub trait Registry: Send + Sync + fmt::Debug + 'static {
     /// Record a new instance. [`crate::Error::Conflict`] when `(app, type, name)` exists;
@@ -106,6 +178,10 @@ pub trait Registry: Send + Sync + fmt::Debug + 'static {
     /// Record when keys were last used: each key's `last_used` becomes the later of its
     /// stored value and the one given. Unknown keys are ignored.
     async fn record_key_use(&self, uses: &[(KeyId, i64)]) -> Result<()>;
+
+    /// Call `listener` with every change committed from now on, by any node (see the
+    /// contract). Held weakly: once the listener is dropped it is no longer called.
+    fn subscribe(&self, listener: Weak<dyn ChangeListener>);
 
     /// Flush and release the engine.
     async fn close(&self) -> Result<()>;

@@ -11,9 +11,10 @@
 //! write per interval, whatever the request rate. The admin API overlays the in-memory
 //! times, so it is never behind.
 //!
-//! Scope: one node. Several stateless nodes over a shared registry would each see a
-//! revocation made through another node only when their cache forgets the key; that needs
-//! the scale-out work's notification channel.
+//! Several nodes over one registry: the registry's change feed reports revocations and
+//! application deletions made through other nodes, and [`KeyCache::apply`] applies them
+//! the same way; a resync (the feed may have missed changes) forgets every key, keeping
+//! the use times not yet written so the next flush still records them.
 
 use std::{
     collections::HashMap,
@@ -27,7 +28,7 @@ use std::{
 use quintet_core::{
     AppName, Result,
     keys::{AccessKey, KeyId, Secret},
-    ports::registry::Registry,
+    ports::registry::{Registry, RegistryChange},
 };
 use tokio::task::JoinHandle;
 
@@ -87,6 +88,8 @@ pub struct KeyCache {
     registry: Arc<dyn Registry>,
     entries: RwLock<HashMap<KeyId, Arc<CachedKey>>>,
     epoch: AtomicU64,
+    /// Use times of keys forgotten before they were written: the next flush writes them.
+    orphaned_uses: Mutex<Vec<(KeyId, i64)>>,
     flusher: Mutex<Option<JoinHandle<()>>>,
 }
 
@@ -97,6 +100,7 @@ impl KeyCache {
             registry,
             entries: RwLock::new(HashMap::new()),
             epoch: AtomicU64::new(0),
+            orphaned_uses: Mutex::new(Vec::new()),
             flusher: Mutex::new(None),
         }
     }
@@ -144,6 +148,38 @@ impl KeyCache {
         }
     }
 
+    /// Forget every key (they are read again on their next use), keeping the use times
+    /// not yet written for the next flush.
+    pub fn forget_all(&self) {
+        self.epoch.fetch_add(1, Ordering::SeqCst);
+        let forgotten = match self.entries.write() {
+            Ok(mut map) => std::mem::take(&mut *map),
+            Err(_) => return,
+        };
+        let unwritten = forgotten.into_values().filter_map(|e| {
+            let used = e.last_used.load(Ordering::Relaxed);
+            (used > e.flushed.load(Ordering::Relaxed)).then(|| (e.key.clone(), used))
+        });
+        if let Ok(mut orphans) = self.orphaned_uses.lock() {
+            orphans.extend(unwritten);
+        }
+    }
+
+    /// Bring the cache in line with a change to the registry, made by this node or
+    /// another: a revoked key is marked revoked, a deleted application's keys are
+    /// forgotten, a resync forgets every key. New keys and instance changes need nothing:
+    /// unknown keys are never cached.
+    pub fn apply(&self, change: &RegistryChange) {
+        match change {
+            RegistryChange::KeyRevoked { key, .. } => self.revoked(key),
+            RegistryChange::AppDeleted { app } => self.forget_app(app),
+            RegistryChange::Resync => self.forget_all(),
+            RegistryChange::KeyCreated { .. }
+            | RegistryChange::InstanceCreated { .. }
+            | RegistryChange::InstanceDeleted { .. } => {}
+        }
+    }
+
     /// The latest use of `key` this node has seen, if it has seen one.
     pub fn last_used(&self, key: &KeyId) -> Option<i64> {
         self.cached(key)
@@ -163,14 +199,26 @@ impl KeyCache {
                 .collect(),
             Err(_) => return Ok(()),
         };
-        if pending.is_empty() {
+        let orphans = self
+            .orphaned_uses
+            .lock()
+            .map(|mut o| std::mem::take(&mut *o))
+            .unwrap_or_default();
+        if pending.is_empty() && orphans.is_empty() {
             return Ok(());
         }
         let uses: Vec<(KeyId, i64)> = pending
             .iter()
             .map(|(e, used)| (e.key.clone(), *used))
+            .chain(orphans.iter().cloned())
             .collect();
-        self.registry.record_key_use(&uses).await?;
+        if let Err(e) = self.registry.record_key_use(&uses).await {
+            // Try these again with the next flush.
+            if let Ok(mut o) = self.orphaned_uses.lock() {
+                o.extend(orphans);
+            }
+            return Err(e);
+        }
         for (entry, used) in pending {
             entry.flushed.fetch_max(used, Ordering::Relaxed);
         }

@@ -11,7 +11,7 @@ use quintet_core::{
     AppName, Instance, InstanceConfig, InstanceName, Result, ServiceType, SystemClock,
     accounts::{Account, AccountName, AccountUsage, App, Plan},
     keys::{AccessKey, KeyId},
-    ports::registry::Registry,
+    ports::registry::{ChangeListener, Registry, RegistryChange},
 };
 use quintet_embedded::registry::SqliteRegistry;
 
@@ -109,6 +109,9 @@ impl Registry for Spy {
     async fn record_key_use(&self, uses: &[(KeyId, i64)]) -> Result<()> {
         self.inner.record_key_use(uses).await
     }
+    fn subscribe(&self, listener: std::sync::Weak<dyn ChangeListener>) {
+        self.inner.subscribe(listener)
+    }
     async fn close(&self) -> Result<()> {
         self.inner.close().await
     }
@@ -202,4 +205,47 @@ async fn use_times_are_written_in_one_batch_and_only_when_newer() {
         None
     );
     cache.close().await.unwrap();
+}
+
+#[tokio::test]
+async fn changes_from_other_nodes_are_applied() {
+    let (_dir, spy, app) = setup().await;
+    let (a, b) = (
+        spy.create_key(&app).await.unwrap(),
+        spy.create_key(&app).await.unwrap(),
+    );
+    let cache = KeyCache::new(spy.clone());
+    cache.get(&a.key).await.unwrap().unwrap();
+    cache.get(&b.key).await.unwrap().unwrap();
+    // Another node revoked `a`: the registry says so, and the feed reports it.
+    spy.revoke_key(&app, &a.key).await.unwrap();
+    cache.apply(&RegistryChange::KeyRevoked {
+        app: app.clone(),
+        key: a.key.clone(),
+    });
+    assert!(cache.get(&a.key).await.unwrap().unwrap().is_revoked());
+    assert!(!cache.get(&b.key).await.unwrap().unwrap().is_revoked());
+    assert_eq!(spy.key_reads.load(Ordering::SeqCst), 2, "no re-read needed");
+    cache.apply(&RegistryChange::KeyCreated {
+        app: app.clone(),
+        key: "qk_new".parse().unwrap(),
+    });
+    cache.apply(&RegistryChange::AppDeleted { app: app.clone() });
+    assert!(cache.last_used(&b.key).is_none(), "forgotten");
+}
+
+#[tokio::test]
+async fn a_resync_rereads_keys_and_keeps_unwritten_use_times() {
+    let (_dir, spy, app) = setup().await;
+    let key = spy.create_key(&app).await.unwrap();
+    let cache = KeyCache::new(spy.clone());
+    cache.get(&key.key).await.unwrap().unwrap().touch(7_000);
+    // Revoked elsewhere while this node's feed was down: only a resync tells.
+    spy.revoke_key(&app, &key.key).await.unwrap();
+    cache.apply(&RegistryChange::Resync);
+    assert!(cache.get(&key.key).await.unwrap().unwrap().is_revoked());
+    assert_eq!(spy.key_reads.load(Ordering::SeqCst), 2);
+    cache.flush().await.unwrap();
+    let stored = spy.get_key(&key.key).await.unwrap().unwrap();
+    assert_eq!(stored.last_used_ms, Some(7_000));
 }

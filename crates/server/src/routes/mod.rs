@@ -6,6 +6,8 @@ use axum::{Router, extract::DefaultBodyLimit};
 use crate::state::AppState;
 
 mod admin;
+mod cache;
+mod data;
 mod lifecycle;
 mod meta;
 mod queue;
@@ -20,6 +22,8 @@ pub fn router(state: AppState) -> Router {
         .merge(lifecycle::routes())
         .merge(queue::routes())
         .merge(admin::routes())
+        .merge(cache::routes())
+        .merge(data::routes())
         .layer(DefaultBodyLimit::max(limit))
         .merge(storage::routes().layer(DefaultBodyLimit::disable()))
         .with_state(state)

@@ -654,7 +654,12 @@ async fn deleting_an_application_removes_its_instances_contents_and_keys() {
         };
         s.send(req).await.expect(201);
     }
-    // Contents: a small object (kept in the metadata database) and a large one (a blob).
+    // Contents: a document, a small object (kept in the metadata database) and a large
+    // one (a blob).
+    let req = s.request(Method::POST, &format!("/{}/data/files", k.app));
+    s.send(s.as_app(&k, req.json(&json!({"_id": "d1", "n": 1}))))
+        .await
+        .expect(201);
     for (path, size) in [("small.txt", 10), ("large.bin", 200_000)] {
         let req = s.request(Method::POST, &format!("/{}/storage/files/{path}", k.app));
         s.send(s.as_app(&k, req.body(vec![b'x'; size])))
@@ -708,6 +713,12 @@ async fn deleting_an_application_removes_its_instances_contents_and_keys() {
         let req = s.request(Method::GET, &format!("{base}/{path}"));
         s.send(s.as_app(&again, req)).await.expect(404);
     }
+    let data = format!("/{}/data/files", k.app);
+    s.send(s.as_app(&again, s.request(Method::PUT, &data)))
+        .await
+        .expect(201);
+    let req = s.request(Method::GET, &format!("{data}/d1"));
+    s.send(s.as_app(&again, req)).await.expect(404);
     s.admin(Method::DELETE, &format!("/_admin/apps/{}", k.app), None)
         .await
         .expect(200);

@@ -5,9 +5,12 @@
 
 mod admin;
 mod auth;
+mod cache;
+mod data;
 mod http;
 mod hyper_connect;
 mod lifecycle;
 mod queue;
+mod scale_out;
 mod storage;
 mod tls;

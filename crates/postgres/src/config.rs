@@ -1,0 +1,164 @@
+//! How to reach PostgreSQL.
+
+use std::{fmt, str::FromStr, time::Duration};
+
+use quintet_core::{Error, Result};
+use tokio_postgres::config::SslMode;
+
+/// Connections a pool opens at most, unless configured.
+pub const DEFAULT_POOL_SIZE: usize = 8;
+
+/// How long opening a connection or waiting for a free one may take, unless configured.
+pub const DEFAULT_CONNECT_TIMEOUT: Duration = Duration::from_secs(10);
+
+/// Where and how to connect.
+///
+/// The URL is libpq's: `postgres://user:password@host:port/database?param=value`. The
+/// schema everything lives in is the connection's `search_path`, set in the URL with
+/// `options=-c%20search_path%3D<schema>` (default: the server's, usually `public`).
+/// Connections are not encrypted: `sslmode=require` is refused (see `docs/scale-out.md`).
+#[derive(Clone, PartialEq, Eq)]
+pub struct PgConfig {
+    /// The connection URL.
+    pub url: String,
+    /// Connections the pool opens at most.
+    pub pool_size: usize,
+    /// How long opening a connection, or waiting for a free one, may take.
+    pub connect_timeout: Duration,
+}
+
+impl PgConfig {
+    /// Settings for `url` with the default pool size and timeout; [`Error::Invalid`] when
+    /// `url` is not a PostgreSQL URL quintet can use.
+    pub fn new(url: &str) -> Result<Self> {
+        let config = Self {
+            url: url.to_owned(),
+            pool_size: DEFAULT_POOL_SIZE,
+            connect_timeout: DEFAULT_CONNECT_TIMEOUT,
+        };
+        config.client_config()?;
+        Ok(config)
+    }
+
+    /// Whether `url` names PostgreSQL (`postgres://` or `postgresql://`).
+    pub fn is_postgres_url(url: &str) -> bool {
+        url.starts_with("postgres://") || url.starts_with("postgresql://")
+    }
+
+    /// The URL with its password, if any, replaced by `***`: fit for logs and messages.
+    pub fn redacted_url(&self) -> String {
+        redact(&self.url)
+    }
+
+    /// The client settings, checked.
+    pub(crate) fn client_config(&self) -> Result<tokio_postgres::Config> {
+        let shown = self.redacted_url();
+        if !Self::is_postgres_url(&self.url) {
+            return Err(Error::invalid(format!(
+                "\"{shown}\" is not a PostgreSQL URL: write postgres://user@host:5432/database"
+            )));
+        }
+        let mut config = tokio_postgres::Config::from_str(&self.url)
+            .map_err(|e| Error::invalid(format!("PostgreSQL URL \"{shown}\" is not valid: {e}")))?;
+        if config.get_ssl_mode() == SslMode::Require {
+            return Err(Error::invalid(format!(
+                "PostgreSQL URL \"{shown}\" asks for sslmode=require, but quintet connects to \
+                 PostgreSQL without TLS: reach it over a trusted network or a tunnel, and drop \
+                 sslmode or set it to disable or prefer"
+            )));
+        }
+        if self.pool_size == 0 {
+            return Err(Error::invalid(
+                "the PostgreSQL pool size must be at least 1",
+            ));
+        }
+        if config.get_application_name().is_none() {
+            config.application_name("quintet");
+        }
+        if config.get_connect_timeout().is_none() {
+            config.connect_timeout(self.connect_timeout);
+        }
+        Ok(config)
+    }
+}
+
+impl fmt::Debug for PgConfig {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("PgConfig")
+            .field("url", &self.redacted_url())
+            .field("pool_size", &self.pool_size)
+            .field("connect_timeout", &self.connect_timeout)
+            .finish()
+    }
+}
+
+/// `url` with the password of its user part, and a `password` parameter, hidden.
+fn redact(url: &str) -> String {
+    let Some((scheme, rest)) = url.split_once("://") else {
+        return url.to_owned();
+    };
+    let (authority, tail) = match rest.find(['/', '?']) {
+        Some(i) => rest.split_at(i),
+        None => (rest, ""),
+    };
+    let authority = match authority.rsplit_once('@') {
+        Some((user, host)) => match user.split_once(':') {
+            Some((name, _)) => format!("{name}:***@{host}"),
+            None => authority.to_owned(),
+        },
+        None => authority.to_owned(),
+    };
+    let tail = match tail.split_once('?') {
+        Some((path, query)) => {
+            let params: Vec<String> = query
+                .split('&')
+                .map(|p| match p.split_once('=') {
+                    Some(("password", _)) => "password=***".to_owned(),
+                    _ => p.to_owned(),
+                })
+                .collect();
+            format!("{path}?{}", params.join("&"))
+        }
+        None => tail.to_owned(),
+    };
+    format!("{scheme}://{authority}{tail}")
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn passwords_are_redacted() {
+        let cases = [
+            ("postgres://u:pw@h:5432/db", "postgres://u:***@h:5432/db"),
+            ("postgres://u@h/db", "postgres://u@h/db"),
+            ("postgres://h", "postgres://h"),
+            (
+                "postgresql://u:p@ss@h/db?password=x&options=-c",
+                "postgresql://u:***@h/db?password=***&options=-c",
+            ),
+        ];
+        for (url, shown) in cases {
+            assert_eq!(redact(url), shown, "{url}");
+        }
+    }
+
+    #[test]
+    fn urls_are_checked() {
+        assert!(PgConfig::new("postgres://postgres@127.0.0.1:5432/quintet").is_ok());
+        assert!(
+            PgConfig::new("postgres://u@h/db?options=-c%20search_path%3Dqt_1")
+                .unwrap()
+                .client_config()
+                .unwrap()
+                .get_options()
+                .is_some_and(|o| o == "-c search_path=qt_1")
+        );
+        let msg = |url: &str| PgConfig::new(url).unwrap_err().to_string();
+        assert!(msg("redis://h").contains("not a PostgreSQL URL"));
+        assert!(msg("postgres://u@h/db?colour=blue").contains("is not valid"));
+        assert!(msg("postgres://u:secret@h/db?sslmode=require").contains("without TLS"));
+        assert!(!msg("postgres://u:secret@h/db?sslmode=require").contains("secret"));
+    }
+}

@@ -1,0 +1,24 @@
+//! quintet on PostgreSQL: the adapters that let N stateless nodes share one database.
+//!
+//! - [`PgConfig`]: the URL, pool size and timeout; [`PgDatabase`]: a connection pool over
+//!   one database and schema, shared by every adapter of a node, with versioned
+//!   migrations applied under an advisory lock ([`PgDatabase::migrate`]).
+//! - [`PgRegistry`]: accounts, applications, keys and instances, implementing
+//!   [`quintet_core::ports::registry::Registry`] with the same rules and messages as the
+//!   SQLite registry, plus a change feed across nodes (`NOTIFY` in each change's
+//!   transaction, one `LISTEN` connection per node; see [`feed`]).
+//! - [`error`]: PostgreSQL's errors as `core::Error`s, mapped in one place.
+//!
+//! Everything lives in the schema the URL's `search_path` names, in tables prefixed
+//! `quintet_`, so one database can hold several deployments (and the tests' throwaway
+//! schemas). The crate knows nothing of HTTP.
+
+pub mod config;
+pub mod database;
+pub mod error;
+pub mod feed;
+pub mod registry;
+
+pub use config::PgConfig;
+pub use database::{PgClient, PgDatabase};
+pub use registry::PgRegistry;

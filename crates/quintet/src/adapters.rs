@@ -1,0 +1,174 @@
+//! Which adapter serves each port: the embedded ones by default, a scale-out one where the
+//! configuration names an engine. This is the one place that knows every adapter crate;
+//! the scale-out crates are compiled in by the cargo features of the same names.
+//!
+//! | setting | embedded (default) | scale-out |
+//! |---|---|---|
+//! | `--registry` | `registry.db` in the data directory | `postgres://…` (feature `postgres`) |
+//!
+//! Service contents (data, cache, search, queue, storage) stay in the embedded adapters
+//! in this version, whatever the registry.
+
+use std::sync::Arc;
+
+use anyhow::bail;
+use quintet_core::{Clock, ports::registry::Registry};
+use quintet_embedded::Embedded;
+use quintet_server::Services;
+
+/// Where the registry (accounts, applications, keys, instances) lives.
+#[derive(Debug, Clone, PartialEq, Eq, Default)]
+pub enum RegistryChoice {
+    /// `registry.db` in the data directory: one node.
+    #[default]
+    Embedded,
+    /// PostgreSQL, shared by every node on the same database and schema.
+    #[cfg(feature = "postgres")]
+    Postgres(quintet_postgres::PgConfig),
+}
+
+impl RegistryChoice {
+    /// Parse a `--registry` value: `embedded`, or a `postgres://` URL.
+    pub fn parse(value: &str) -> anyhow::Result<Self> {
+        let value = value.trim();
+        if value == "embedded" {
+            return Ok(Self::Embedded);
+        }
+        if value.starts_with("postgres://") || value.starts_with("postgresql://") {
+            return postgres(value);
+        }
+        bail!(
+            "--registry must be \"embedded\" or a PostgreSQL URL such as \
+             postgres://user@host:5432/database, not \"{}\"",
+            redact(value)
+        )
+    }
+}
+
+#[cfg(feature = "postgres")]
+fn postgres(url: &str) -> anyhow::Result<RegistryChoice> {
+    Ok(RegistryChoice::Postgres(quintet_postgres::PgConfig::new(
+        url,
+    )?))
+}
+
+#[cfg(not(feature = "postgres"))]
+fn postgres(_url: &str) -> anyhow::Result<RegistryChoice> {
+    bail!(
+        "this quintet was built without PostgreSQL support: rebuild it with the cargo feature \
+         \"postgres\" (on by default) to use --registry postgres://…"
+    )
+}
+
+/// A value shown in an error with the password of its user part hidden, in case it was a
+/// URL with one.
+fn redact(value: &str) -> String {
+    let Some((scheme, rest)) = value.split_once("://") else {
+        return value.to_owned();
+    };
+    match rest.rsplit_once('@') {
+        Some((user, host)) if user.contains(':') => {
+            let name = user.split(':').next().unwrap_or_default();
+            format!("{scheme}://{name}:***@{host}")
+        }
+        _ => value.to_owned(),
+    }
+}
+
+/// The adapters a node is configured with.
+#[derive(Debug, Clone, PartialEq, Eq, Default)]
+pub struct Adapters {
+    /// Where the registry lives.
+    pub registry: RegistryChoice,
+}
+
+/// What [`open`] opened.
+#[derive(Debug)]
+pub struct Opened {
+    /// One adapter per port, for the HTTP layer.
+    pub services: Services,
+    /// Names the registry the node uses, for [`crate::binding`]: `embedded`, or
+    /// `postgres:<the registry's id>`.
+    pub registry_identity: String,
+}
+
+/// Open the adapters `adapters` names over the already opened `embedded` stores.
+pub async fn open(
+    adapters: &Adapters,
+    embedded: &Embedded,
+    clock: Arc<dyn Clock>,
+) -> anyhow::Result<Opened> {
+    let (registry, registry_identity): (Arc<dyn Registry>, String) = match &adapters.registry {
+        RegistryChoice::Embedded => (embedded.registry.clone(), "embedded".to_owned()),
+        #[cfg(feature = "postgres")]
+        RegistryChoice::Postgres(config) => {
+            use anyhow::Context as _;
+            let db = quintet_postgres::PgDatabase::connect(config)
+                .await
+                .context("cannot open the registry on PostgreSQL")?;
+            let registry = quintet_postgres::PgRegistry::open(db, clock)
+                .await
+                .with_context(|| {
+                    format!(
+                        "cannot open the registry on PostgreSQL at {}",
+                        config.redacted_url()
+                    )
+                })?;
+            tracing::info!(
+                url = %config.redacted_url(),
+                schema = %registry.database().schema(),
+                "registry on PostgreSQL; instance contents stay in this node's data directory"
+            );
+            let identity = format!("postgres:{}", registry.id());
+            (Arc::new(registry), identity)
+        }
+    };
+    #[cfg(not(feature = "postgres"))]
+    let _ = clock;
+    Ok(Opened {
+        services: Services {
+            registry,
+            data: embedded.data.clone(),
+            cache: embedded.cache.clone(),
+            search: embedded.search.clone(),
+            queue: embedded.queue.clone(),
+            storage: embedded.storage.clone(),
+        },
+        registry_identity,
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn registry_values() {
+        assert_eq!(
+            RegistryChoice::parse("embedded").unwrap(),
+            RegistryChoice::Embedded
+        );
+        let err = RegistryChoice::parse("mysql://u:pw@h/db").unwrap_err();
+        assert!(err.to_string().contains("mysql://u:***@h/db"), "{err}");
+        assert!(!err.to_string().contains("pw"), "{err}");
+        let pg = RegistryChoice::parse("postgres://quintet@db.internal:5432/quintet");
+        #[cfg(feature = "postgres")]
+        assert!(
+            matches!(pg, Ok(RegistryChoice::Postgres(ref c)) if c.url.contains("db.internal")),
+            "{pg:?}"
+        );
+        #[cfg(not(feature = "postgres"))]
+        assert!(
+            pg.is_err_and(|e| e.to_string().contains("built without PostgreSQL")),
+            "PostgreSQL URLs need the postgres feature"
+        );
+    }
+
+    #[cfg(feature = "postgres")]
+    #[test]
+    fn bad_postgres_urls_are_refused_at_configuration() {
+        let err = RegistryChoice::parse("postgres://u:pw@h/db?sslmode=require").unwrap_err();
+        assert!(err.to_string().contains("without TLS"), "{err}");
+        assert!(!err.to_string().contains("pw@"), "{err}");
+    }
+}
