@@ -127,6 +127,16 @@ impl Instances {
     /// created one may replace a deleted one this node missed), a resync forgets
     /// everything. Changes to keys do not concern instances.
     pub fn apply(&self, change: &RegistryChange) {
+        // Queues destroyed through another node stop delivering here too.
+        match change {
+            RegistryChange::InstanceDeleted {
+                kind: ServiceType::Queue,
+                id,
+                ..
+            } => self.dispatcher.stop(*id),
+            RegistryChange::AppDeleted { app } => self.dispatcher.stop_app(app),
+            _ => {}
+        }
         match change {
             RegistryChange::InstanceCreated {
                 app, kind, name, ..

@@ -26,7 +26,7 @@ use std::{
 };
 
 use quintet_core::{
-    Clock, Error, Instance, InstanceConfig, InstanceId, Result, ServiceType,
+    AppName, Clock, Error, Instance, InstanceConfig, InstanceId, Result, ServiceType,
     ports::{
         queue::{JobQueue, QueueConfig},
         registry::Registry,
@@ -78,6 +78,7 @@ struct Inner {
 
 #[derive(Debug)]
 struct PumpHandle {
+    app: AppName,
     wake: Arc<Notify>,
     mode: watch::Sender<Mode>,
     task: JoinHandle<()>,
@@ -193,7 +194,12 @@ impl Dispatcher {
             mode: mode_rx,
         };
         let task = tokio::spawn(pump.run());
-        Ok(PumpHandle { wake, mode, task })
+        Ok(PumpHandle {
+            app: queue.app.clone(),
+            wake,
+            mode,
+            task,
+        })
     }
 
     /// The queue was destroyed: stop its pump and abandon its deliveries in flight. Returns
@@ -210,6 +216,34 @@ impl Dispatcher {
                 && e.is_panic()
             {
                 tracing::error!(%queue, "the queue's pump panicked");
+            }
+        }
+    }
+
+    /// The queue was destroyed, possibly through another node: stop its pump now, without
+    /// waiting ([`Dispatcher::forget`] waits).
+    pub fn stop(&self, queue: InstanceId) {
+        let mut inner = self.lock();
+        inner.gone.insert(queue);
+        if let Some(pump) = inner.pumps.get(&queue) {
+            let _ = pump.mode.send(Mode::Stop);
+        }
+    }
+
+    /// The application was deleted, possibly through another node: stop the pumps of its
+    /// queues now.
+    pub fn stop_app(&self, app: &AppName) {
+        let mut inner = self.lock();
+        let ids: Vec<InstanceId> = inner
+            .pumps
+            .iter()
+            .filter(|(_, pump)| &pump.app == app)
+            .map(|(id, _)| *id)
+            .collect();
+        for id in ids {
+            inner.gone.insert(id);
+            if let Some(pump) = inner.pumps.get(&id) {
+                let _ = pump.mode.send(Mode::Stop);
             }
         }
     }

@@ -742,3 +742,49 @@ async fn a_javascript_worker_verifies_every_signature_over_tricky_payloads() {
     );
     until_empty(&s, "js").await;
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_queue_destroyed_through_another_node_stops_delivering_here() {
+    let Some(pg) = quintet_testkit::engines::postgres("queue_destroyed_elsewhere").await else {
+        return;
+    };
+    let a = TestServer::builder().registry(pg.url()).start().await;
+    let b = TestServer::builder().registry(pg.url()).start().await;
+    let w = Worker::start(Answer::Hang).await;
+    a.create(
+        "queue",
+        "q",
+        Some(json!({"target": w.url(), "timeout": 600})),
+    )
+    .await;
+    enqueue(&a, "q", json!({"n": 1})).await;
+    w.wait_for(1).await;
+    // Destroyed through B: A's delivery is cut off at once, not after its timeout.
+    b.delete("/queue/q").await.expect(200);
+    eventually("A abandoned its delivery", || async { w.abandoned() == 1 }).await;
+
+    // Likewise when B deletes the application that owns a queue delivering on A.
+    let key = a.new_app().await;
+    let app = key.app.clone();
+    let path = format!("/{app}/queue/jobs");
+    a.send(
+        a.as_app(&key, a.request(Method::PUT, &path))
+            .json(&json!({"target": w.url(), "timeout": 600})),
+    )
+    .await
+    .expect(201);
+    a.send(
+        a.as_app(&key, a.request(Method::POST, &path))
+            .json(&json!({"n": 2})),
+    )
+    .await
+    .expect(201);
+    w.wait_for(2).await;
+    b.admin(Method::DELETE, &format!("/_admin/apps/{app}"), None)
+        .await
+        .expect(200);
+    eventually("A abandoned its second delivery", || async {
+        w.abandoned() == 2
+    })
+    .await;
+}
