@@ -3,8 +3,9 @@
 //! delivery finishing, a retry falling due, or a change of mode).
 //!
 //! Claiming and recording run beside the deliveries, never in their way: a claim is its own
-//! task (the pump goes on collecting finished deliveries meanwhile), and recording outcomes
-//! is not awaited, so it shares the store's commits with other writes.
+//! task (the pump goes on collecting finished deliveries meanwhile), and outcomes are
+//! recorded by a task of their own, one batch at a time: outcomes that finish while a batch
+//! is being written wait for the next, so one write records many deliveries.
 //!
 //! Each queue has its own pump and its own delivery slots, so a slow or dead worker only
 //! ever occupies its own queue's slots.
@@ -65,8 +66,10 @@ struct Work {
     /// The claim under way, if any, and how many jobs it asked for.
     claiming: Option<ClaimTask>,
     claim_max: usize,
-    /// Outcomes being recorded.
+    /// The batch of outcomes being recorded (at most one task).
     settling: JoinSet<()>,
+    /// Outcomes waiting for the next batch.
+    unsettled: Vec<Settlement>,
     /// Whether a claim may find something (after a wake, a due time, or a full claim).
     want_claim: bool,
     /// When the next job left in the store falls due.
@@ -105,6 +108,7 @@ impl Pump {
             claiming: None,
             claim_max: 0,
             settling: JoinSet::new(),
+            unsettled: Vec::new(),
             want_claim: true,
             next_due: None,
             store_failures: 0,
@@ -121,6 +125,7 @@ impl Pump {
             }
             self.record(&mut w, finished);
             while w.settling.try_join_next().is_some() {}
+            self.flush(&mut w);
 
             if mode == Mode::Drain {
                 if let Some(claim) = w.claiming.take()
@@ -139,6 +144,8 @@ impl Pump {
                     .collect();
                 self.record(&mut w, unsent);
                 if w.inflight.is_empty() {
+                    while w.settling.join_next().await.is_some() {}
+                    self.flush(&mut w);
                     while w.settling.join_next().await.is_some() {}
                     return;
                 }
@@ -185,7 +192,7 @@ impl Pump {
                     self.collect(done, &mut finished);
                     self.record(&mut w, finished);
                 }
-                Some(_) = w.settling.join_next(), if !w.settling.is_empty() => {}
+                Some(_) = w.settling.join_next(), if !w.settling.is_empty() => self.flush(&mut w),
                 () = self.wake.notified() => w.want_claim = true,
                 () = sleep, if sleep_ms.is_some() => w.want_claim = true,
             }
@@ -274,11 +281,8 @@ impl Pump {
         }
     }
 
-    /// Record `settlements` in a task of its own; note when released retries fall due.
+    /// Queue `settlements` for recording; note when released retries fall due.
     fn record(&self, w: &mut Work, settlements: Vec<Settlement>) {
-        if settlements.is_empty() {
-            return;
-        }
         for s in &settlements {
             if let Outcome::RetryAt { due_ms, .. } = s.outcome {
                 w.next_due = Some(w.next_due.map_or(due_ms, |d| d.min(due_ms)));
@@ -287,6 +291,16 @@ impl Pump {
                 tracing::debug!(queue = %self.instance.name, job = %s.id, %error, "job failed");
             }
         }
+        w.unsettled.extend(settlements);
+        self.flush(w);
+    }
+
+    /// Start recording the waiting outcomes, unless a batch is being recorded already.
+    fn flush(&self, w: &mut Work) {
+        if w.unsettled.is_empty() || !w.settling.is_empty() {
+            return;
+        }
+        let settlements = std::mem::take(&mut w.unsettled);
         let (port, instance) = (Arc::clone(&self.port), Arc::clone(&self.instance));
         let now_ms = self.delivery.clock.now_ms();
         w.settling.spawn(async move {
