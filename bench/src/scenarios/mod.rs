@@ -14,10 +14,22 @@ use tokio::sync::Mutex;
 use crate::load::{self, LoadResult, LoadSpec, MakeReq, Req};
 
 mod ceiling;
+mod search;
 
 /// Every scenario, in report order.
 pub fn all() -> Vec<Box<dyn Scenario>> {
-    vec![Box::new(ceiling::Ceiling)]
+    vec![
+        Box::new(ceiling::Ceiling),
+        Box::new(search::BulkIndex),
+        Box::new(search::TypoQueries {
+            limit: 10,
+            goal: true,
+        }),
+        Box::new(search::TypoQueries {
+            limit: 100,
+            goal: false,
+        }),
+    ]
 }
 
 /// What a scenario must reach to meet its issue's goal.

@@ -8,6 +8,7 @@
 //! - [`names`]: validated service types, instance and application names.
 //! - [`instance`]: instances and their per-type configuration.
 //! - [`ports`]: [`ports::Lifecycle`] plus one trait per service and the registry.
+//! - [`search`]: tokenizing, typo tolerance, query plans and match shaping for search.
 //! - [`clock`], [`id`], [`json`], [`hmac`]: time, identifiers, guards for untrusted JSON and
 //!   the signing primitive.
 
@@ -21,6 +22,7 @@ pub mod instance;
 pub mod json;
 pub mod names;
 pub mod ports;
+pub mod search;
 
 pub use clock::{Clock, ManualClock, SystemClock};
 pub use error::{Error, Result};

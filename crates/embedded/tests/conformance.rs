@@ -40,3 +40,9 @@ async fn lifecycle_of_every_adapter() {
     conformance::lifecycle::run_all(&*e.storage, InstanceConfig::Storage).await;
     assert_eq!(ServiceType::ALL.len(), 5);
 }
+
+#[tokio::test]
+async fn search() {
+    let (_dir, e) = open();
+    conformance::search::run_all(&*e.search).await;
+}

@@ -4,7 +4,7 @@ use std::sync::Arc;
 
 use quintet_core::{
     Result, ServiceType,
-    ports::{Lifecycle, registry::Registry},
+    ports::{Lifecycle, registry::Registry, search::SearchIndex},
 };
 
 use crate::{config::Config, instances::Instances, metrics::Metrics};
@@ -19,7 +19,7 @@ pub struct Services {
     /// Cache entries.
     pub cache: Arc<dyn Lifecycle>,
     /// Full-text indexes.
-    pub search: Arc<dyn Lifecycle>,
+    pub search: Arc<dyn SearchIndex>,
     /// Jobs.
     pub queue: Arc<dyn Lifecycle>,
     /// Objects.

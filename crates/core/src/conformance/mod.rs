@@ -9,6 +9,7 @@
 
 pub mod lifecycle;
 pub mod registry;
+pub mod search;
 
 use std::sync::atomic::{AtomicU64, Ordering};
 

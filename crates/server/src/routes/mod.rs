@@ -7,6 +7,7 @@ use crate::state::AppState;
 
 mod lifecycle;
 mod meta;
+mod search;
 
 /// The router over `state`: lifecycle and service routes plus the server's own.
 pub fn router(state: AppState) -> Router {
@@ -14,6 +15,7 @@ pub fn router(state: AppState) -> Router {
     Router::new()
         .merge(meta::routes())
         .merge(lifecycle::routes())
+        .merge(search::routes())
         .layer(DefaultBodyLimit::max(limit))
         .with_state(state)
 }

@@ -5,3 +5,4 @@
 
 mod http;
 mod lifecycle;
+mod search;
