@@ -154,7 +154,7 @@ pub async fn writes_are_visible_to_the_next_query(port: &dyn SearchIndex) {
         )
         .await
         .expect("index");
-        assert_eq!(ids(port, &inst, word).await, [key.clone()]);
+        assert_eq!(ids(port, &inst, word).await, std::slice::from_ref(&key));
         assert_eq!(ids(port, &inst, "shared").await.len(), i + 1);
     }
     port.update(&inst, doc(&inst, "d0", json!({"title": "replaced"})))

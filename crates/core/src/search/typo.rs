@@ -280,7 +280,7 @@ mod tests {
 
     #[test]
     fn expansions_prefer_better_kinds_then_frequent_terms() {
-        let mut c = vec![
+        let mut c = [
             (MatchKind::Fuzzy(1), 900, "ghast"),
             (MatchKind::Prefix, 2, "ghostbusters"),
             (MatchKind::Prefix, 40, "ghostly"),

@@ -302,13 +302,9 @@ impl IndexHandle {
                 continue; // a filter-term hash collision
             }
             let explained = explain(&plan, &expansions, &doc, &query.fields);
-            matches.push(SearchMatch::new(
-                key,
-                f64::from(score),
-                explained,
-                &doc,
-                &self.config,
-            ));
+            // The f32 score's shortest decimal form, not its binary expansion.
+            let score = score.to_string().parse::<f64>().unwrap_or(f64::from(score));
+            matches.push(SearchMatch::new(key, score, explained, &doc, &self.config));
         }
         rank(&mut matches);
         Ok(matches)
