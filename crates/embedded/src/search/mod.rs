@@ -40,7 +40,8 @@ use writer::Write;
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct Settings {
     /// Heap of one index's writer before it flushes a segment (tantivy's minimum is 15 MB).
-    /// It is allocated as documents arrive, so an idle writer holds little of it.
+    /// It is taken as documents arrive (a term table of up to a third of it, then 1 MB
+    /// pages), and given back at each commit, so an idle writer holds none of it.
     pub writer_heap_bytes: usize,
     /// A writer without writes for this long is closed (its heap and threads released).
     pub writer_idle: Duration,
