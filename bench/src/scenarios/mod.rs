@@ -16,6 +16,7 @@ use crate::load::{self, LoadResult, LoadSpec, MakeReq, Req};
 mod cache;
 mod ceiling;
 mod data;
+mod search;
 mod storage;
 
 /// Every scenario, in report order.
@@ -26,6 +27,15 @@ pub fn all() -> Vec<Box<dyn Scenario>> {
     all.push(Box::new(storage::Download));
     all.push(Box::new(storage::SmallGet));
     all.extend(data::all());
+    all.push(Box::new(search::BulkIndex));
+    all.push(Box::new(search::TypoQueries {
+        limit: 10,
+        goal: true,
+    }));
+    all.push(Box::new(search::TypoQueries {
+        limit: 100,
+        goal: false,
+    }));
     all
 }
 

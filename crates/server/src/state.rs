@@ -9,6 +9,7 @@ use quintet_core::{
         cache::Cache,
         data::DocStore,
         registry::{ChangeListener, Registry},
+        search::SearchIndex,
         storage::ObjectStorage,
     },
 };
@@ -27,7 +28,7 @@ pub struct Services {
     /// Cache entries.
     pub cache: Arc<dyn Cache>,
     /// Full-text indexes.
-    pub search: Arc<dyn Lifecycle>,
+    pub search: Arc<dyn SearchIndex>,
     /// Jobs.
     pub queue: Arc<dyn Lifecycle>,
     /// Objects and their pre-signed URLs.

@@ -11,6 +11,7 @@ pub mod cache;
 pub mod data;
 pub mod lifecycle;
 pub mod registry;
+pub mod search;
 pub mod storage;
 
 use std::sync::atomic::{AtomicU64, Ordering};

@@ -10,6 +10,7 @@ mod cache;
 mod data;
 mod lifecycle;
 mod meta;
+mod search;
 mod storage;
 
 /// The router over `state`: lifecycle and service routes plus the server's own. Bodies are
@@ -22,6 +23,7 @@ pub fn router(state: AppState) -> Router {
         .merge(admin::routes())
         .merge(cache::routes())
         .merge(data::routes())
+        .merge(search::routes())
         .layer(DefaultBodyLimit::max(limit))
         .merge(storage::routes().layer(DefaultBodyLimit::disable()))
         .with_state(state)

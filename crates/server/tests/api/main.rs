@@ -11,5 +11,6 @@ mod http;
 mod hyper_connect;
 mod lifecycle;
 mod scale_out;
+mod search;
 mod storage;
 mod tls;
