@@ -17,6 +17,7 @@ mod cache;
 mod ceiling;
 mod data;
 mod queue;
+mod search;
 mod storage;
 
 /// Every scenario, in report order.
@@ -27,6 +28,15 @@ pub fn all() -> Vec<Box<dyn Scenario>> {
     all.push(Box::new(storage::Download));
     all.push(Box::new(storage::SmallGet));
     all.extend(data::all());
+    all.push(Box::new(search::BulkIndex));
+    all.push(Box::new(search::TypoQueries {
+        limit: 10,
+        goal: true,
+    }));
+    all.push(Box::new(search::TypoQueries {
+        limit: 100,
+        goal: false,
+    }));
     all.push(Box::new(queue::Delivery(queue::Goal::Throughput)));
     all.push(Box::new(queue::Delivery(queue::Goal::Latency)));
     all

@@ -10,6 +10,7 @@
 //! - [`instance`]: instances and their per-type configuration.
 //! - [`ports`]: [`ports::Lifecycle`] plus one trait per service and the registry.
 //! - [`object`]: object paths, byte ranges and pre-signed URLs of the storage service.
+//! - [`search`]: tokenizing, typo tolerance, query plans and match shaping for search.
 //! - [`clock`], [`id`], [`json`], [`hmac`]: time, identifiers, guards for untrusted JSON and
 //!   the signing primitive.
 //! - [`js_json`], [`delivery`]: JSON text as JavaScript writes it, and the rules of queue
@@ -35,6 +36,7 @@ pub mod mango;
 pub mod names;
 pub mod object;
 pub mod ports;
+pub mod search;
 
 pub use clock::{Clock, ManualClock, SystemClock};
 pub use error::{Error, Result};

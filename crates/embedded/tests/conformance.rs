@@ -98,3 +98,9 @@ async fn cache_bounded() {
     let (_dir, e) = open_cache(options, Arc::clone(&clock));
     conformance::cache::run_all(&*e.cache, &clock).await;
 }
+
+#[tokio::test]
+async fn search() {
+    let (_dir, e) = open();
+    conformance::search::run_all(&*e.search).await;
+}

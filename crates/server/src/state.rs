@@ -10,6 +10,7 @@ use quintet_core::{
         data::DocStore,
         queue::JobQueue,
         registry::{ChangeListener, Registry},
+        search::SearchIndex,
         storage::ObjectStorage,
     },
 };
@@ -29,7 +30,7 @@ pub struct Services {
     /// Cache entries.
     pub cache: Arc<dyn Cache>,
     /// Full-text indexes.
-    pub search: Arc<dyn Lifecycle>,
+    pub search: Arc<dyn SearchIndex>,
     /// Jobs.
     pub queue: Arc<dyn JobQueue>,
     /// Objects and their pre-signed URLs.

@@ -12,6 +12,7 @@ pub mod data;
 pub mod lifecycle;
 pub mod queue;
 pub mod registry;
+pub mod search;
 pub mod storage;
 
 use std::sync::atomic::{AtomicU64, Ordering};

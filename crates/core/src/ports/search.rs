@@ -3,9 +3,10 @@
 use async_trait::async_trait;
 use serde_json::{Map, Value};
 
+pub use crate::search::{SearchDoc, SearchKey, SearchMatch, SearchQuery};
 use crate::{
     Error, Instance, Result,
-    ports::{Lifecycle, data::Document},
+    ports::{Lifecycle, data::RawJson},
 };
 
 /// Most fields a search instance may index or store.
@@ -75,78 +76,49 @@ fn field_list(name: &str, v: &Value) -> Result<Vec<String>> {
     Ok(out)
 }
 
-/// A query (`POST /search/<i>/_query`).
-#[derive(Debug, Clone, PartialEq)]
-pub struct SearchQuery {
-    /// The text to search for.
-    pub query: String,
-    /// Search only these configured fields (all configured fields when absent).
-    pub fields: Option<Vec<String>>,
-    /// Keep documents whose top-level fields equal these values (AND-ed).
-    pub filter: Option<Document>,
-    /// At most this many matches (default 100).
-    pub limit: usize,
-}
-
-/// One match, shaped as MiniSearch shapes it: `{id, score, terms, queryTerms, match,
-/// ...storeFields}`.
-#[derive(Debug, Clone, PartialEq)]
-pub struct SearchMatch {
-    /// The document's key.
-    pub id: String,
-    /// Relevance; higher is better.
-    pub score: f64,
-    /// Document terms that matched.
-    pub terms: Vec<String>,
-    /// Query terms that matched.
-    pub query_terms: Vec<String>,
-    /// For each matched document term, the fields it matched in.
-    pub matched: Map<String, Value>,
-    /// The configured stored fields of the document.
-    pub stored: Document,
-}
-
-/// The per-entry result of a bulk request.
-#[derive(Debug, Clone, PartialEq)]
-pub struct SearchBulkOutcome {
-    /// The document's key.
-    pub id: Option<String>,
-    /// Whether it was indexed.
-    pub ok: bool,
-    /// Why it was not.
-    pub error: Option<String>,
-}
-
-/// A full-text index of documents by key.
+/// A full-text index of documents by key, one per search instance.
+///
+/// The shared rules live in [`crate::search`]: adapters tokenize with
+/// [`crate::search::tokenize`], match words as [`crate::search::QueryWord::classify`] says,
+/// expand each word to at most [`crate::search::query::MAX_EXPANSIONS`] terms chosen by
+/// [`crate::search::query::select_expansions`], explain and shape matches with
+/// [`crate::search::query::explain`] and [`SearchMatch::new`], and order the answer with
+/// [`crate::search::query::rank`].
 ///
 /// # Contract
-/// - A document acknowledged by `index`, `update` or `bulk` is durable and visible to the
-///   next `query`.
-/// - `index` fails with [`crate::Error::Conflict`] for an existing key; `update` and
-///   `remove` with [`crate::Error::NotFound`] for a missing one.
+/// - Visibility and durability: when `index`, `update`, `remove` or `bulk` returns `Ok`, the
+///   change is durable (it survives a crash of the process) and visible to every `get` and
+///   `query` that starts afterwards. Concurrent writes may be committed together.
+/// - `index` fails with [`crate::Error::Conflict`] ([`crate::search::exists`]) when the key
+///   is in the index; `update` and `remove` fail with [`crate::Error::NotFound`]
+///   ([`crate::search::missing`]) when it is not. A failed write changes nothing.
+/// - `bulk` upserts every document in order (a later entry with the same key wins) and
+///   commits them together: all or none.
+/// - `get` answers the document exactly as indexed (its compact JSON text).
+/// - `query` answers at most `query.limit` matches, each document at most once, ordered as
+///   [`crate::search::query::rank`] orders them; documents must match at least one query
+///   word in a searched field and every `filter` entry
+///   ([`crate::search::document::filter_matches`]). A query without words answers nothing.
+/// - `drop_instance` removes the index from disk.
 #[async_trait]
 pub trait SearchIndex: Lifecycle {
-    /// Index a new document under `key`.
-    async fn index(&self, instance: &Instance, key: &str, doc: Document) -> Result<()>;
+    /// Index a new document.
+    async fn index(&self, instance: &Instance, doc: SearchDoc) -> Result<()>;
 
-    /// The document as indexed.
-    async fn get(&self, instance: &Instance, key: &str) -> Result<Option<Document>>;
+    /// The document under `key`, as indexed.
+    async fn get(&self, instance: &Instance, key: &SearchKey) -> Result<Option<RawJson>>;
 
-    /// Replace the document under `key`.
-    async fn update(&self, instance: &Instance, key: &str, doc: Document) -> Result<()>;
+    /// Replace the document under the document's key.
+    async fn update(&self, instance: &Instance, doc: SearchDoc) -> Result<()>;
 
     /// Remove the document under `key`.
-    async fn remove(&self, instance: &Instance, key: &str) -> Result<()>;
+    async fn remove(&self, instance: &Instance, key: &SearchKey) -> Result<()>;
 
-    /// Upsert many documents in one commit; one outcome per entry, in order.
-    async fn bulk(
-        &self,
-        instance: &Instance,
-        docs: Vec<(String, Document)>,
-    ) -> Result<Vec<SearchBulkOutcome>>;
+    /// Upsert many documents in one commit.
+    async fn bulk(&self, instance: &Instance, docs: Vec<SearchDoc>) -> Result<()>;
 
-    /// Best matches first.
-    async fn query(&self, instance: &Instance, query: SearchQuery) -> Result<Vec<SearchMatch>>;
+    /// The best matches, best first.
+    async fn query(&self, instance: &Instance, query: &SearchQuery) -> Result<Vec<SearchMatch>>;
 }
 
 #[cfg(test)]

@@ -11,6 +11,7 @@ mod data;
 mod lifecycle;
 mod meta;
 mod queue;
+mod search;
 mod storage;
 
 /// The router over `state`: lifecycle and service routes plus the server's own. Bodies are
@@ -24,6 +25,7 @@ pub fn router(state: AppState) -> Router {
         .merge(admin::routes())
         .merge(cache::routes())
         .merge(data::routes())
+        .merge(search::routes())
         .layer(DefaultBodyLimit::max(limit))
         .merge(storage::routes().layer(DefaultBodyLimit::disable()))
         .with_state(state)

@@ -12,5 +12,6 @@ mod hyper_connect;
 mod lifecycle;
 mod queue;
 mod scale_out;
+mod search;
 mod storage;
 mod tls;

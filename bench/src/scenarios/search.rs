@@ -1,0 +1,293 @@
+//! Search: bulk indexing of 100,000 short documents, and queries with one typo over them.
+//!
+//! The corpus is synthetic and deterministic: a vocabulary of pronounceable words drawn
+//! with a skewed (Zipf-like) frequency, each document a 2–4 word title and an 8–14 word
+//! sentence, about 100 bytes of text.
+
+use std::{
+    sync::{
+        Arc,
+        atomic::{AtomicUsize, Ordering},
+    },
+    time::Instant,
+};
+
+use anyhow::Context;
+use async_trait::async_trait;
+use hyper::{Method, StatusCode};
+use serde_json::{Value, json};
+
+use super::{Ctx, Measurement, Scenario, Target};
+use crate::load::{MakeReq, Req};
+
+/// Documents in the corpus.
+const DOCS: usize = 100_000;
+/// Documents per bulk request.
+const BULK: usize = 5_000;
+/// Bulk requests in flight (two workers in [`load_corpus`]).
+const BULK_CONCURRENCY: usize = 2;
+
+/// A small deterministic generator (xorshift64*).
+struct Rng(u64);
+
+impl Rng {
+    fn next(&mut self) -> u64 {
+        self.0 ^= self.0 >> 12;
+        self.0 ^= self.0 << 25;
+        self.0 ^= self.0 >> 27;
+        self.0.wrapping_mul(0x2545_F491_4F6C_DD1D)
+    }
+
+    fn below(&mut self, n: usize) -> usize {
+        (self.next() % n as u64) as usize
+    }
+
+    /// An index below `n`, small ones far more often (roughly Zipf).
+    fn skewed(&mut self, n: usize) -> usize {
+        let u = (self.next() >> 11) as f64 / (1u64 << 53) as f64;
+        ((n as f64) * u.powi(3)) as usize % n
+    }
+}
+
+/// The vocabulary: distinct words of 2–4 syllables.
+fn vocabulary(rng: &mut Rng, size: usize) -> Vec<String> {
+    const ONSETS: [&str; 16] = [
+        "b", "c", "d", "f", "g", "k", "l", "m", "n", "p", "r", "s", "t", "v", "br", "st",
+    ];
+    const VOWELS: [&str; 6] = ["a", "e", "i", "o", "u", "ai"];
+    let mut seen = std::collections::HashSet::new();
+    let mut words = Vec::with_capacity(size);
+    while words.len() < size {
+        let syllables = 2 + rng.below(3);
+        let mut w = String::new();
+        for _ in 0..syllables {
+            w.push_str(ONSETS[rng.below(ONSETS.len())]);
+            w.push_str(VOWELS[rng.below(VOWELS.len())]);
+        }
+        if rng.below(3) == 0 {
+            w.push_str(["n", "r", "s", "l"][rng.below(4)]);
+        }
+        if seen.insert(w.clone()) {
+            words.push(w);
+        }
+    }
+    words
+}
+
+/// The corpus and a set of one-typo queries over it.
+struct Corpus {
+    docs: Vec<Value>,
+    queries: Vec<String>,
+}
+
+fn corpus() -> Corpus {
+    let mut rng = Rng(0x9E37_79B9_7F4A_7C15);
+    let vocab = vocabulary(&mut rng, 20_000);
+    let phrase = |rng: &mut Rng, lo: usize, hi: usize| -> String {
+        let n = lo + rng.below(hi - lo + 1);
+        (0..n)
+            .map(|_| vocab[rng.skewed(vocab.len())].as_str())
+            .collect::<Vec<_>>()
+            .join(" ")
+    };
+    let docs = (0..DOCS)
+        .map(|i| {
+            let title = phrase(&mut rng, 2, 4);
+            let body = format!("{}.", phrase(&mut rng, 8, 14));
+            json!({"_id": format!("d{i}"), "title": title, "body": body})
+        })
+        .collect();
+    // Queries: a word from the commoner part of the vocabulary with one edit (swap,
+    // substitution or deletion), half of them after a correctly spelled word.
+    let queries = (0..2_000)
+        .map(|_| {
+            // Six letters or more, so that even after a deletion the word keeps its one-typo
+            // budget (five letters).
+            let word = loop {
+                let w = &vocab[rng.skewed(2_000)];
+                if w.chars().count() >= 6 {
+                    break w.clone();
+                }
+            };
+            let mut chars: Vec<char> = word.chars().collect();
+            let at = 1 + rng.below(chars.len() - 2);
+            match rng.below(3) {
+                0 if chars[at] != chars[at + 1] => chars.swap(at, at + 1),
+                0 | 1 => chars[at] = if chars[at] == 'e' { 'a' } else { 'e' },
+                _ => {
+                    chars.remove(at);
+                }
+            }
+            let typo: String = chars.into_iter().collect();
+            if rng.below(2) == 0 {
+                format!("{} {typo}", vocab[rng.skewed(vocab.len())])
+            } else {
+                typo
+            }
+        })
+        .collect();
+    Corpus { docs, queries }
+}
+
+/// Send bulks of `docs` taken from the shared cursor `next` until none are left; returns
+/// each request's latency (ms).
+async fn bulk_worker(
+    ctx: &Ctx,
+    path: &str,
+    docs: &[Value],
+    next: &AtomicUsize,
+) -> anyhow::Result<Vec<f64>> {
+    let mut latencies = Vec::new();
+    loop {
+        let from = next.fetch_add(1, Ordering::Relaxed) * BULK;
+        if from >= docs.len() {
+            return Ok(latencies);
+        }
+        let body = Value::Array(docs[from..(from + BULK).min(docs.len())].to_vec());
+        let req = Req::json(Method::POST, path, &body);
+        let t = Instant::now();
+        ctx.expect(req, StatusCode::OK)
+            .await
+            .context("bulk request")?;
+        latencies.push(t.elapsed().as_secs_f64() * 1000.0);
+    }
+}
+
+/// Create `name` and bulk-index `docs` into it, [`BULK_CONCURRENCY`] requests in flight;
+/// returns documents per second and the sorted latencies of the requests (ms).
+async fn load_corpus(ctx: &Ctx, name: &str, docs: &[Value]) -> anyhow::Result<(f64, Vec<f64>)> {
+    ctx.create(
+        "search",
+        name,
+        Some(json!({"fields": ["title", "body"], "storeFields": ["title"]})),
+    )
+    .await?;
+    let next = AtomicUsize::new(0);
+    let path = format!("/search/{name}/_bulk");
+    let started = Instant::now();
+    let (a, b) = tokio::join!(
+        bulk_worker(ctx, &path, docs, &next),
+        bulk_worker(ctx, &path, docs, &next)
+    );
+    let secs = started.elapsed().as_secs_f64();
+    let mut latencies = a?;
+    latencies.extend(b?);
+    latencies.sort_by(f64::total_cmp);
+    Ok((docs.len() as f64 / secs, latencies))
+}
+
+fn percentile(sorted: &[f64], p: f64) -> f64 {
+    if sorted.is_empty() {
+        return 0.0;
+    }
+    sorted[((sorted.len() as f64 - 1.0) * p).round() as usize]
+}
+
+/// Bulk indexing of the corpus.
+pub struct BulkIndex;
+
+#[async_trait]
+impl Scenario for BulkIndex {
+    fn name(&self) -> String {
+        format!("search: bulk index {DOCS} docs ({BULK} per request, {BULK_CONCURRENCY} in flight)")
+    }
+
+    fn service(&self) -> &'static str {
+        "search"
+    }
+
+    fn target(&self) -> Target {
+        Target::ItemsPerSec(20_000.0)
+    }
+
+    async fn run(&self, ctx: &Ctx) -> anyhow::Result<Measurement> {
+        let docs = corpus().docs;
+        let (per_sec, latencies) = load_corpus(ctx, "bulk", &docs).await?;
+        let requests = latencies.len() as f64;
+        let total_secs = DOCS as f64 / per_sec;
+        Ok(Measurement {
+            concurrency: BULK_CONCURRENCY,
+            rps: requests / total_secs,
+            items_per_sec: Some(per_sec),
+            megabytes_per_sec: None,
+            p50_ms: percentile(&latencies, 0.5),
+            p99_ms: percentile(&latencies, 0.99),
+            ratio: None,
+            note: format!("{} requests", latencies.len()),
+        })
+    }
+}
+
+/// Queries with one typo over the corpus.
+pub struct TypoQueries {
+    /// `limit` sent with each query.
+    pub limit: usize,
+    /// Whether this row carries the issue's goal.
+    pub goal: bool,
+}
+
+#[async_trait]
+impl Scenario for TypoQueries {
+    fn name(&self) -> String {
+        format!(
+            "search: 1-typo queries over {DOCS} docs, limit {} (16 conn)",
+            self.limit
+        )
+    }
+
+    fn service(&self) -> &'static str {
+        "search"
+    }
+
+    fn target(&self) -> Target {
+        if self.goal {
+            Target::P50AtMostMs(5.0)
+        } else {
+            Target::None
+        }
+    }
+
+    async fn run(&self, ctx: &Ctx) -> anyhow::Result<Measurement> {
+        let Corpus { docs, queries } = corpus();
+        load_corpus(ctx, "typo", &docs).await?;
+        // Measure the steady state: give the index a few seconds to finish the background
+        // merges the bulk load started (each merge also rebuilds the merged vocabulary),
+        // then send every query once. Every query must find something.
+        tokio::time::sleep(std::time::Duration::from_secs(5)).await;
+        for q in &queries {
+            let body = ctx
+                .expect(
+                    Req::json(
+                        Method::POST,
+                        "/search/typo/_query",
+                        &json!({"query": q, "limit": 1}),
+                    ),
+                    StatusCode::OK,
+                )
+                .await?;
+            let v: Value = serde_json::from_slice(&body)?;
+            anyhow::ensure!(
+                v["matches"].as_array().is_some_and(|m| !m.is_empty()),
+                "query {q:?} found nothing"
+            );
+        }
+        let bodies: Arc<Vec<bytes::Bytes>> = Arc::new(
+            queries
+                .iter()
+                .map(|q| bytes::Bytes::from(json!({"query": q, "limit": self.limit}).to_string()))
+                .collect(),
+        );
+        let make: MakeReq = Arc::new(move |conn, seq| {
+            let i = (conn * 7919 + seq as usize) % bodies.len();
+            Req {
+                method: Method::POST,
+                path: "/search/typo/_query".to_owned(),
+                body: bodies[i].clone(),
+                headers: vec![("content-type", "application/json".to_owned())],
+            }
+        });
+        let r = ctx.load(16, StatusCode::OK, make).await?;
+        let ceiling = ctx.ceiling(16).await?;
+        Ok(Measurement::from_load(16, &r, Some(&ceiling)))
+    }
+}

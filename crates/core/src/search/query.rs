@@ -1,0 +1,541 @@
+//! Queries: the request body, the words a query text is searched as, the terms each word
+//! expands to, and why a document matched.
+
+use std::collections::HashSet;
+
+use serde_json::{Map, Value};
+
+use super::{
+    document::for_each_text,
+    tokenize::{for_each_token, next_word},
+    typo::{MatchKind, classify, expansion_order, typo_budget},
+};
+use crate::{Error, Result, ports::data::Document, ports::search::SearchConfig};
+
+/// Matches answered when the query gives no `limit`.
+pub const DEFAULT_LIMIT: usize = 100;
+/// Largest `limit` a query may ask for.
+pub const MAX_LIMIT: usize = 1000;
+/// Longest query text, in bytes.
+pub const MAX_QUERY_BYTES: usize = 1024;
+/// Most distinct words in a query.
+pub const MAX_QUERY_WORDS: usize = 32;
+/// Most index terms one query word expands to (the best ones, see
+/// [`super::typo::expansion_order`]).
+pub const MAX_EXPANSIONS: usize = 50;
+
+/// A query (`POST /search/<i>/_query`), validated against the instance's configuration.
+#[derive(Debug, Clone, PartialEq)]
+pub struct SearchQuery {
+    /// The text to search for; it has at least one non-space character.
+    pub query: String,
+    /// The configured fields searched, in configured order (all of them unless the query
+    /// named some).
+    pub fields: Vec<String>,
+    /// Keep documents whose top-level fields equal these values (AND-ed); empty for none.
+    pub filter: Map<String, Value>,
+    /// At most this many matches.
+    pub limit: usize,
+}
+
+impl SearchQuery {
+    /// Read `{query, fields?, filter?, limit?}`. Other members (MiniSearch options such as
+    /// `prefix` or `fuzzy`) are ignored: matching rules are fixed.
+    pub fn from_json(body: &Value, config: &SearchConfig) -> Result<Self> {
+        let Value::Object(body) = body else {
+            return Err(Error::invalid(
+                "the query must be a JSON object such as {\"query\": \"ghostbusters\"}",
+            ));
+        };
+        let query = match body.get("query") {
+            Some(Value::String(s)) if !s.trim().is_empty() => s.clone(),
+            Some(Value::String(_)) | None | Some(Value::Null) => {
+                return Err(Error::invalid(
+                    "\"query\" is required: the text to search for, such as \
+                     {\"query\": \"ghostbusters\"}",
+                ));
+            }
+            Some(_) => return Err(Error::invalid("\"query\" must be a string")),
+        };
+        if query.len() > MAX_QUERY_BYTES {
+            return Err(Error::invalid(format!(
+                "\"query\" is {} bytes long; at most {MAX_QUERY_BYTES} are allowed",
+                query.len()
+            )));
+        }
+        let words = QueryPlan::new(&query).words.len();
+        if words > MAX_QUERY_WORDS {
+            return Err(Error::invalid(format!(
+                "\"query\" has {words} distinct words; at most {MAX_QUERY_WORDS} are allowed"
+            )));
+        }
+        let fields = match body.get("fields") {
+            None | Some(Value::Null) => config.fields.clone(),
+            Some(v) => searched_fields(v, config)?,
+        };
+        let filter = match body.get("filter") {
+            None | Some(Value::Null) => Map::new(),
+            Some(Value::Object(m)) => m.clone(),
+            Some(_) => {
+                return Err(Error::invalid(
+                    "\"filter\" must be an object of field names and the values they must \
+                     equal, such as {\"type\": \"movie\"}",
+                ));
+            }
+        };
+        let limit = match body.get("limit") {
+            None | Some(Value::Null) => DEFAULT_LIMIT,
+            Some(v) => v
+                .as_u64()
+                .filter(|n| (1..=MAX_LIMIT as u64).contains(n))
+                .and_then(|n| usize::try_from(n).ok())
+                .ok_or_else(|| {
+                    Error::invalid(format!(
+                        "\"limit\" must be an integer from 1 to {MAX_LIMIT}, not {v}"
+                    ))
+                })?,
+        };
+        Ok(Self {
+            query,
+            fields,
+            filter,
+            limit,
+        })
+    }
+}
+
+fn searched_fields(v: &Value, config: &SearchConfig) -> Result<Vec<String>> {
+    let bad = || {
+        Error::invalid(format!(
+            "\"fields\" must be a non-empty array of configured fields to search: {}",
+            list(&config.fields)
+        ))
+    };
+    let items = v.as_array().filter(|a| !a.is_empty()).ok_or_else(bad)?;
+    let mut wanted = HashSet::new();
+    for item in items {
+        let name = item.as_str().ok_or_else(bad)?;
+        if !config.fields.iter().any(|f| f == name) {
+            return Err(Error::invalid(format!(
+                "\"fields\" names \"{name}\", which is not searched in this instance; \
+                 the configured fields are {}",
+                list(&config.fields)
+            )));
+        }
+        wanted.insert(name);
+    }
+    Ok(config
+        .fields
+        .iter()
+        .filter(|f| wanted.contains(f.as_str()))
+        .cloned()
+        .collect())
+}
+
+fn list(fields: &[String]) -> String {
+    fields
+        .iter()
+        .map(|f| format!("\"{f}\""))
+        .collect::<Vec<_>>()
+        .join(", ")
+}
+
+/// One word of a query, normalized, with how it may match.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct QueryWord {
+    /// The normalized word.
+    pub text: String,
+    /// Typos allowed ([`typo_budget`] of its length).
+    pub budget: u8,
+    /// Whether completions match (the last word, unless the query ends with a separator).
+    pub prefix: bool,
+}
+
+impl QueryWord {
+    /// How `term` (a normalized index term) matches this word.
+    pub fn classify(&self, term: &str) -> Option<MatchKind> {
+        classify(&self.text, self.budget, self.prefix, term)
+    }
+}
+
+/// The words a query text is searched as: its distinct normalized words in order. Words
+/// are OR-ed; the last one also matches as a prefix unless the text ends with a space or
+/// punctuation ("star wa" completes "wa", "star wa " does not).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct QueryPlan {
+    /// The words, first occurrence order.
+    pub words: Vec<QueryWord>,
+}
+
+impl QueryPlan {
+    /// The plan for query text `query`.
+    pub fn new(query: &str) -> Self {
+        let mut texts: Vec<String> = Vec::new();
+        for_each_token(query, |t| texts.push(t.to_owned()));
+        let ends_in_word = {
+            let mut last_end = None;
+            let mut at = 0;
+            while let Some(r) = next_word(query, at) {
+                at = r.end;
+                last_end = Some(r.end);
+            }
+            last_end == Some(query.len())
+        };
+        let last = texts.last().cloned();
+        let mut words: Vec<QueryWord> = Vec::new();
+        for text in texts {
+            if words.iter().any(|w| w.text == text) {
+                continue;
+            }
+            words.push(QueryWord {
+                budget: typo_budget(text.chars().count()),
+                prefix: false,
+                text,
+            });
+        }
+        if ends_in_word
+            && let Some(last) = last
+            && let Some(w) = words.iter_mut().find(|w| w.text == last)
+        {
+            w.prefix = true;
+        }
+        Self { words }
+    }
+}
+
+/// An index term a query word expands to.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Expansion {
+    /// The normalized term as indexed.
+    pub term: String,
+    /// How it matches the word.
+    pub kind: MatchKind,
+    /// Documents containing it (in any searched field), as the engine counts them.
+    pub doc_freq: u64,
+}
+
+/// Keep the best [`MAX_EXPANSIONS`] candidates of one word, best first (see
+/// [`expansion_order`]).
+pub fn select_expansions(mut candidates: Vec<Expansion>) -> Vec<Expansion> {
+    candidates.sort_by(|a, b| {
+        expansion_order((a.kind, a.doc_freq, &a.term), (b.kind, b.doc_freq, &b.term))
+    });
+    candidates.truncate(MAX_EXPANSIONS);
+    candidates
+}
+
+/// Why a document matched a query: what MiniSearch reports with a match, plus the two
+/// ranking keys that come before the engine's relevance score.
+#[derive(Debug, Clone, PartialEq, Default)]
+pub struct Explained {
+    /// Query words the document matches (first ranking key, higher first).
+    pub words: usize,
+    /// Sum over matched words of the best [`MatchKind::tier`] (second key, higher first).
+    pub tiers: u32,
+    /// Document terms that matched, in query-word order.
+    pub terms: Vec<String>,
+    /// Query words that matched, in query order.
+    pub query_terms: Vec<String>,
+    /// Each matched document term → the searched fields it occurs in (configured order).
+    pub matched: Map<String, Value>,
+}
+
+/// Explain how `doc` matches `plan`, whose words expand to `expansions` (one list per word,
+/// in the plan's order), searching `fields`.
+pub fn explain(
+    plan: &QueryPlan,
+    expansions: &[Vec<Expansion>],
+    doc: &Document,
+    fields: &[String],
+) -> Explained {
+    let field_terms: Vec<HashSet<String>> = fields
+        .iter()
+        .map(|f| {
+            let mut set = HashSet::new();
+            if let Some(v) = doc.get(f) {
+                for_each_text(v, &mut |text| {
+                    for_each_token(text, |t| {
+                        set.insert(t.to_owned());
+                    })
+                });
+            }
+            set
+        })
+        .collect();
+    let mut out = Explained::default();
+    for (word, expansions) in plan.words.iter().zip(expansions) {
+        let mut best: Option<u32> = None;
+        for e in expansions {
+            let in_fields: Vec<Value> = fields
+                .iter()
+                .zip(&field_terms)
+                .filter(|(_, terms)| terms.contains(&e.term))
+                .map(|(f, _)| Value::String(f.clone()))
+                .collect();
+            if in_fields.is_empty() {
+                continue;
+            }
+            best = best.max(Some(e.kind.tier()));
+            if !out.matched.contains_key(&e.term) {
+                out.terms.push(e.term.clone());
+                out.matched.insert(e.term.clone(), Value::Array(in_fields));
+            }
+        }
+        if let Some(tier) = best {
+            out.words += 1;
+            out.tiers += tier;
+            out.query_terms.push(word.text.clone());
+        }
+    }
+    out
+}
+
+/// One match, shaped as MiniSearch shapes it: `{id, score, terms, queryTerms, match,
+/// ...storeFields}`.
+#[derive(Debug, Clone, PartialEq)]
+pub struct SearchMatch {
+    /// The document's key.
+    pub id: String,
+    /// Relevance; higher is better. Comparable only within one answer.
+    pub score: f64,
+    /// Why it matched.
+    pub explained: Explained,
+    /// The configured stored fields the document has, in configured order.
+    pub stored: Document,
+}
+
+impl SearchMatch {
+    /// A match of the document `doc` under `key`, keeping the fields `config` stores.
+    pub fn new(
+        key: String,
+        score: f64,
+        explained: Explained,
+        doc: &Document,
+        config: &SearchConfig,
+    ) -> Self {
+        let stored = config
+            .store_fields
+            .iter()
+            .filter_map(|f| doc.get(f).map(|v| (f.clone(), v.clone())))
+            .collect();
+        Self {
+            id: key,
+            score,
+            explained,
+            stored,
+        }
+    }
+
+    /// The wire shape. Stored fields come last and, as in MiniSearch, replace a built-in
+    /// member of the same name (a stored field called `id` is answered as `id`).
+    pub fn to_json(&self) -> Value {
+        let mut m = Map::new();
+        m.insert("id".into(), Value::String(self.id.clone()));
+        m.insert(
+            "score".into(),
+            serde_json::Number::from_f64(self.score).map_or(Value::Null, Value::Number),
+        );
+        let strings = |v: &[String]| Value::Array(v.iter().cloned().map(Value::String).collect());
+        m.insert("terms".into(), strings(&self.explained.terms));
+        m.insert("queryTerms".into(), strings(&self.explained.query_terms));
+        m.insert(
+            "match".into(),
+            Value::Object(self.explained.matched.clone()),
+        );
+        for (k, v) in &self.stored {
+            m.insert(k.clone(), v.clone());
+        }
+        Value::Object(m)
+    }
+}
+
+/// Order matches best first: more query words matched, then better match tiers, then the
+/// engine's score; ties keep their order. Every adapter sorts its final answer with this.
+pub fn rank(matches: &mut [SearchMatch]) {
+    matches.sort_by(|a, b| {
+        b.explained
+            .words
+            .cmp(&a.explained.words)
+            .then(b.explained.tiers.cmp(&a.explained.tiers))
+            .then(b.score.total_cmp(&a.score))
+    });
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    fn config() -> SearchConfig {
+        SearchConfig {
+            fields: vec!["title".into(), "body".into()],
+            store_fields: vec!["title".into(), "year".into()],
+        }
+    }
+
+    fn parse(v: Value) -> Result<SearchQuery> {
+        SearchQuery::from_json(&v, &config())
+    }
+
+    #[test]
+    fn defaults() {
+        let q = parse(json!({"query": "ghost"})).unwrap();
+        assert_eq!(q.fields, ["title", "body"]);
+        assert!(q.filter.is_empty());
+        assert_eq!(q.limit, DEFAULT_LIMIT);
+        let q = parse(json!({"query": "x", "fields": ["body", "title", "body"],
+                             "filter": {"type": "movie"}, "limit": 5, "fuzzy": 0.2}))
+        .unwrap();
+        assert_eq!(q.fields, ["title", "body"]);
+        assert_eq!(q.filter, *json!({"type": "movie"}).as_object().unwrap());
+        assert_eq!(q.limit, 5);
+        // Only punctuation: a valid query that finds nothing.
+        assert!(
+            QueryPlan::new(&parse(json!({"query": "?!"})).unwrap().query)
+                .words
+                .is_empty()
+        );
+    }
+
+    #[test]
+    fn invalid_queries_say_why() {
+        let long = "a ".repeat(600);
+        let many: String = (0..33).map(|i| format!("w{i} ")).collect();
+        let cases = [
+            (json!([]), "must be a JSON object"),
+            (json!({}), "\"query\" is required"),
+            (json!({"query": "  "}), "\"query\" is required"),
+            (json!({"query": 5}), "\"query\" must be a string"),
+            (json!({"query": long}), "at most 1024"),
+            (json!({"query": many}), "33 distinct words"),
+            (json!({"query": "x", "fields": []}), "non-empty array"),
+            (json!({"query": "x", "fields": "title"}), "non-empty array"),
+            (
+                json!({"query": "x", "fields": ["year"]}),
+                "\"fields\" names \"year\", which is not searched in this instance; \
+                 the configured fields are \"title\", \"body\"",
+            ),
+            (
+                json!({"query": "x", "filter": [1]}),
+                "\"filter\" must be an object",
+            ),
+            (
+                json!({"query": "x", "limit": 0}),
+                "\"limit\" must be an integer from 1 to 1000, not 0",
+            ),
+            (json!({"query": "x", "limit": 1001}), "not 1001"),
+            (json!({"query": "x", "limit": "5"}), "not \"5\""),
+        ];
+        for (body, expected) in cases {
+            match parse(body.clone()) {
+                Err(Error::Invalid(msg)) => assert!(msg.contains(expected), "{body}: {msg}"),
+                other => panic!("{body}: {other:?}"),
+            }
+        }
+    }
+
+    #[test]
+    fn plans_dedupe_words_and_prefix_the_last() {
+        let p = QueryPlan::new("The Ghost of the GHOST  busters");
+        let words: Vec<_> = p
+            .words
+            .iter()
+            .map(|w| (w.text.as_str(), w.budget, w.prefix))
+            .collect();
+        assert_eq!(
+            words,
+            [
+                ("the", 0, false),
+                ("ghost", 1, false),
+                ("of", 0, false),
+                ("busters", 1, true)
+            ]
+        );
+        assert!(!QueryPlan::new("star wa ").words[1].prefix);
+        assert!(!QueryPlan::new("star wa!").words[1].prefix);
+        assert!(QueryPlan::new("star wa").words[1].prefix);
+        // A repeated last word is still the word being typed.
+        assert!(QueryPlan::new("wars star wars").words[0].prefix);
+    }
+
+    #[test]
+    fn expansions_are_capped_best_first() {
+        let mut c: Vec<Expansion> = (0..80)
+            .map(|i| Expansion {
+                term: format!("ghost{i}"),
+                kind: MatchKind::Prefix,
+                doc_freq: i,
+            })
+            .collect();
+        c.push(Expansion {
+            term: "ghost".into(),
+            kind: MatchKind::Exact,
+            doc_freq: 1,
+        });
+        let s = select_expansions(c);
+        assert_eq!(s.len(), MAX_EXPANSIONS);
+        assert_eq!(s[0].term, "ghost");
+        assert_eq!(s[1].term, "ghost79");
+    }
+
+    #[test]
+    fn explain_and_shape_a_match() {
+        let plan = QueryPlan::new("ghots night");
+        let e = |term: &str, kind| Expansion {
+            term: term.into(),
+            kind,
+            doc_freq: 1,
+        };
+        let expansions = vec![
+            vec![
+                e("ghosts", MatchKind::Fuzzy(1)),
+                e("ghost", MatchKind::Fuzzy(1)),
+            ],
+            vec![
+                e("night", MatchKind::Exact),
+                e("nightmare", MatchKind::Prefix),
+            ],
+        ];
+        let doc = json!({"title": "Ghost Nightmare", "body": ["a ghost", 3],
+                         "year": 1990, "id": "stored id"})
+        .as_object()
+        .unwrap()
+        .clone();
+        let x = explain(&plan, &expansions, &doc, &config().fields);
+        assert_eq!(x.words, 2);
+        assert_eq!(x.tiers, 3 + 4);
+        assert_eq!(x.terms, ["ghost", "nightmare"]);
+        assert_eq!(x.query_terms, ["ghots", "night"]);
+        let mut cfg = config();
+        cfg.store_fields.push("id".into());
+        cfg.store_fields.push("absent".into());
+        let m = SearchMatch::new("k1".into(), 2.5, x, &doc, &cfg);
+        assert_eq!(
+            serde_json::to_string(&m.to_json()).unwrap(),
+            r#"{"id":"stored id","score":2.5,"terms":["ghost","nightmare"],"queryTerms":["ghots","night"],"match":{"ghost":["title","body"],"nightmare":["title"]},"title":"Ghost Nightmare","year":1990}"#
+        );
+    }
+
+    #[test]
+    fn rank_orders_words_then_tiers_then_score() {
+        let m = |id: &str, words, tiers, score| SearchMatch {
+            id: id.into(),
+            score,
+            explained: Explained {
+                words,
+                tiers,
+                ..Explained::default()
+            },
+            stored: Map::new(),
+        };
+        let mut v = vec![
+            m("a", 1, 3, 9.0),
+            m("b", 2, 2, 1.0),
+            m("c", 2, 3, 0.5),
+            m("d", 2, 3, 0.7),
+        ];
+        rank(&mut v);
+        let ids: Vec<_> = v.iter().map(|m| m.id.as_str()).collect();
+        assert_eq!(ids, ["d", "c", "b", "a"]);
+    }
+}

@@ -1,0 +1,370 @@
+//! The search service on tantivy: one index directory per instance under `search/<id>/`.
+//!
+//! - [`analyzer`]: quintet's word rules as a tantivy tokenizer.
+//! - [`handle`]: an open index: schema, key lookups, queries.
+//! - [`vocabulary`]: the merged dictionary of large segments, for fast typo lookups.
+//! - [`writer`]: the per-index writer thread that batches writes into commits.
+//!
+//! Indexes are opened on first use and stay open (a reader holds memory maps and little
+//! else). Writers are the expensive part — a heap budget and a few threads each — so each
+//! index gets one only while it is being written, and gives it back after
+//! [`Settings::writer_idle`] without writes.
+
+mod analyzer;
+mod handle;
+mod vocabulary;
+mod writer;
+
+use std::{
+    collections::{HashMap, HashSet},
+    path::Path,
+    sync::{Arc, Mutex, MutexGuard, PoisonError},
+    time::Duration,
+};
+
+use async_trait::async_trait;
+use quintet_core::{
+    Error, Instance, InstanceConfig, InstanceId, Result,
+    ports::{
+        Lifecycle,
+        data::RawJson,
+        search::{SearchDoc, SearchIndex, SearchKey, SearchMatch, SearchQuery},
+    },
+};
+
+use crate::instance_store::{InstanceDirs, blocking};
+use handle::IndexHandle;
+use writer::Write;
+
+/// How the search adapter spends memory and threads.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Settings {
+    /// Heap of one index's writer before it flushes a segment (tantivy's minimum is 15 MB).
+    /// It is taken as documents arrive (a term table of up to a third of it, then 1 MB
+    /// pages), and given back at each commit, so an idle writer holds none of it.
+    pub writer_heap_bytes: usize,
+    /// A writer without writes for this long is closed (its heap and threads released).
+    pub writer_idle: Duration,
+}
+
+impl Default for Settings {
+    fn default() -> Self {
+        Self {
+            writer_heap_bytes: 32 * 1024 * 1024,
+            writer_idle: Duration::from_secs(30),
+        }
+    }
+}
+
+/// Full-text indexes of every search instance, one tantivy index each.
+#[derive(Debug, Clone)]
+pub struct TantivySearchIndex {
+    inner: Arc<Inner>,
+}
+
+#[derive(Debug)]
+struct Inner {
+    dirs: InstanceDirs,
+    settings: Settings,
+    state: Mutex<State>,
+}
+
+#[derive(Debug, Default)]
+struct State {
+    open: HashMap<InstanceId, Arc<IndexHandle>>,
+    /// Dropped instances: ids are never reused, so a late request for one is refused
+    /// instead of re-creating its directory.
+    dropped: HashSet<InstanceId>,
+    closed: bool,
+}
+
+/// An engine error: a fault of the server, logged, never shown.
+fn engine_error(e: impl std::fmt::Display) -> Error {
+    Error::internal(format!("search engine: {e}"))
+}
+
+fn gone(instance: &str) -> Error {
+    Error::not_found(format!(
+        "search instance \"{instance}\" does not exist; create it with PUT /search/{instance}"
+    ))
+}
+
+impl TantivySearchIndex {
+    /// Open the index directories under `root` with default [`Settings`].
+    pub fn open(root: &Path) -> Result<Self> {
+        Self::open_with(root, Settings::default())
+    }
+
+    /// Open the index directories under `root`.
+    pub fn open_with(root: &Path, settings: Settings) -> Result<Self> {
+        Ok(Self {
+            inner: Arc::new(Inner {
+                dirs: InstanceDirs::open(root.to_owned())?,
+                settings,
+                state: Mutex::new(State::default()),
+            }),
+        })
+    }
+
+    /// How many indexes currently have a writer thread (for tests and metrics).
+    pub fn open_writers(&self) -> usize {
+        let handles: Vec<Arc<IndexHandle>> = self.inner.lock().open.values().cloned().collect();
+        handles.iter().filter(|h| h.has_writer()).count()
+    }
+}
+
+impl Inner {
+    fn lock(&self) -> MutexGuard<'_, State> {
+        self.state.lock().unwrap_or_else(PoisonError::into_inner)
+    }
+
+    /// The open index of `instance`, opening it when needed. Blocking.
+    fn handle(&self, instance: &Instance) -> Result<Arc<IndexHandle>> {
+        let InstanceConfig::Search(config) = &instance.config else {
+            return Err(Error::internal(format!(
+                "instance {} is not a search instance",
+                instance.id
+            )));
+        };
+        let mut state = self.lock();
+        if state.closed {
+            return Err(Error::Unavailable(
+                "the server is shutting down; retry on the next server".into(),
+            ));
+        }
+        if state.dropped.contains(&instance.id) {
+            return Err(gone(instance.name.as_str()));
+        }
+        if let Some(h) = state.open.get(&instance.id) {
+            return Ok(Arc::clone(h));
+        }
+        let h = IndexHandle::open(
+            &self.dirs.dir(instance.id),
+            instance.name.as_str().to_owned(),
+            config.clone(),
+        )?;
+        state.open.insert(instance.id, Arc::clone(&h));
+        Ok(h)
+    }
+}
+
+impl IndexHandle {
+    fn has_writer(&self) -> bool {
+        matches!(
+            &*self.writer.lock().unwrap_or_else(PoisonError::into_inner),
+            writer::WriterSlot::Running { .. }
+        )
+    }
+}
+
+impl TantivySearchIndex {
+    /// Submit `write` to the instance's writer and wait until it is committed.
+    async fn write(&self, instance: &Instance, write: Write) -> Result<()> {
+        let inner = Arc::clone(&self.inner);
+        let instance = instance.clone();
+        let answer = blocking(move || {
+            let h = inner.handle(&instance)?;
+            writer::submit(&h, inner.settings, write)
+        })
+        .await?;
+        answer
+            .await
+            .map_err(|_| Error::internal("a search writer stopped before answering"))?
+    }
+
+    /// Run `f` on the instance's open index, on the blocking pool.
+    async fn read<T: Send + 'static>(
+        &self,
+        instance: &Instance,
+        f: impl FnOnce(&IndexHandle) -> Result<T> + Send + 'static,
+    ) -> Result<T> {
+        let inner = Arc::clone(&self.inner);
+        let instance = instance.clone();
+        blocking(move || f(&*inner.handle(&instance)?)).await
+    }
+}
+
+#[async_trait]
+impl Lifecycle for TantivySearchIndex {
+    async fn create_instance(&self, instance: &Instance) -> Result<()> {
+        self.read(instance, |_| Ok(())).await
+    }
+
+    async fn drop_instance(&self, instance: &Instance) -> Result<()> {
+        let inner = Arc::clone(&self.inner);
+        let (id, name) = (instance.id, instance.name.as_str().to_owned());
+        blocking(move || {
+            let handle = {
+                let mut state = inner.lock();
+                state.dropped.insert(id);
+                state.open.remove(&id)
+            };
+            if let Some(h) = handle {
+                writer::close(&h, gone(&name));
+            }
+            inner.dirs.remove(id)
+        })
+        .await
+    }
+
+    async fn sweep(&self, live: &[InstanceId]) -> Result<usize> {
+        let (inner, live) = (Arc::clone(&self.inner), live.to_vec());
+        blocking(move || inner.dirs.sweep(&live)).await
+    }
+
+    async fn close(&self) -> Result<()> {
+        let inner = Arc::clone(&self.inner);
+        blocking(move || {
+            let handles: Vec<Arc<IndexHandle>> = {
+                let mut state = inner.lock();
+                state.closed = true;
+                state.open.drain().map(|(_, h)| h).collect()
+            };
+            for h in handles {
+                writer::close(
+                    &h,
+                    Error::Unavailable(
+                        "the server is shutting down; retry on the next server".into(),
+                    ),
+                );
+            }
+            Ok(())
+        })
+        .await
+    }
+}
+
+#[async_trait]
+impl SearchIndex for TantivySearchIndex {
+    async fn index(&self, instance: &Instance, doc: SearchDoc) -> Result<()> {
+        self.write(instance, Write::Index(doc)).await
+    }
+
+    async fn get(&self, instance: &Instance, key: &SearchKey) -> Result<Option<RawJson>> {
+        let key = key.clone();
+        let text = self.read(instance, move |h| h.get(&key)).await?;
+        text.map(|t| {
+            serde_json::value::RawValue::from_string(t)
+                .map_err(|e| Error::internal(format!("stored search document: {e}")))
+        })
+        .transpose()
+    }
+
+    async fn update(&self, instance: &Instance, doc: SearchDoc) -> Result<()> {
+        self.write(instance, Write::Update(doc)).await
+    }
+
+    async fn remove(&self, instance: &Instance, key: &SearchKey) -> Result<()> {
+        self.write(instance, Write::Remove(key.clone())).await
+    }
+
+    async fn bulk(&self, instance: &Instance, docs: Vec<SearchDoc>) -> Result<()> {
+        if docs.is_empty() {
+            return Ok(());
+        }
+        self.write(instance, Write::Bulk(docs)).await
+    }
+
+    async fn query(&self, instance: &Instance, query: &SearchQuery) -> Result<Vec<SearchMatch>> {
+        let query = query.clone();
+        self.read(instance, move |h| h.search(&query)).await
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use quintet_core::{conformance, ports::search::SearchConfig};
+    use serde_json::json;
+
+    fn config() -> SearchConfig {
+        SearchConfig {
+            fields: vec!["title".into()],
+            store_fields: vec![],
+        }
+    }
+
+    fn doc(key: &str, title: &str) -> SearchDoc {
+        let body = json!({ "title": title });
+        SearchDoc::new(
+            key.parse().unwrap(),
+            body.as_object().unwrap().clone(),
+            &config(),
+        )
+        .unwrap()
+    }
+
+    async fn count(index: &TantivySearchIndex, inst: &Instance, q: &str) -> usize {
+        let q = SearchQuery::from_json(&json!({ "query": q }), &config()).unwrap();
+        index.query(inst, &q).await.unwrap().len()
+    }
+
+    /// Poll `f` until it holds, for at most 20 s.
+    async fn eventually(f: impl Fn() -> bool) {
+        for _ in 0..2000 {
+            if f() {
+                return;
+            }
+            tokio::time::sleep(Duration::from_millis(10)).await;
+        }
+        panic!("condition not reached in 20 s");
+    }
+
+    #[tokio::test]
+    async fn idle_writers_are_released_and_restarted_on_demand() {
+        let dir = tempfile::tempdir().unwrap();
+        let settings = Settings {
+            writer_idle: Duration::from_millis(50),
+            ..Settings::default()
+        };
+        let index = TantivySearchIndex::open_with(dir.path(), settings).unwrap();
+        let inst = conformance::instance(InstanceConfig::Search(config()));
+        index.create_instance(&inst).await.unwrap();
+        assert_eq!(index.open_writers(), 0, "creating an index opens no writer");
+        index.index(&inst, doc("a", "first")).await.unwrap();
+        assert_eq!(index.open_writers(), 1);
+        eventually(|| index.open_writers() == 0).await;
+        // A write after the release starts a new writer (the index lock was given back).
+        index.index(&inst, doc("b", "second")).await.unwrap();
+        assert_eq!(count(&index, &inst, "first second").await, 2);
+        index.close().await.unwrap();
+        assert_eq!(index.open_writers(), 0);
+    }
+
+    #[tokio::test]
+    async fn a_dropped_instance_refuses_late_requests_and_leaves_nothing() {
+        let dir = tempfile::tempdir().unwrap();
+        let index = TantivySearchIndex::open(dir.path()).unwrap();
+        let inst = conformance::instance(InstanceConfig::Search(config()));
+        index.create_instance(&inst).await.unwrap();
+        index.index(&inst, doc("a", "kept")).await.unwrap();
+        let path = dir.path().join(inst.id.to_string());
+        assert!(path.join("meta.json").exists());
+        index.drop_instance(&inst).await.unwrap();
+        assert!(!path.exists());
+        let late = index.index(&inst, doc("b", "late")).await.unwrap_err();
+        assert!(matches!(late, Error::NotFound(_)), "{late:?}");
+        assert!(
+            !path.exists(),
+            "a late request must not re-create the directory"
+        );
+    }
+
+    #[tokio::test]
+    async fn writes_after_close_are_refused_and_data_survives_reopening() {
+        let dir = tempfile::tempdir().unwrap();
+        let inst = conformance::instance(InstanceConfig::Search(config()));
+        {
+            let index = TantivySearchIndex::open(dir.path()).unwrap();
+            index.create_instance(&inst).await.unwrap();
+            index.index(&inst, doc("a", "durable")).await.unwrap();
+            index.close().await.unwrap();
+            let after = index.index(&inst, doc("b", "late")).await.unwrap_err();
+            assert!(matches!(after, Error::Unavailable(_)), "{after:?}");
+        }
+        let index = TantivySearchIndex::open(dir.path()).unwrap();
+        assert_eq!(count(&index, &inst, "durable").await, 1);
+        index.index(&inst, doc("b", "more")).await.unwrap();
+        assert_eq!(count(&index, &inst, "durable more").await, 2);
+    }
+}

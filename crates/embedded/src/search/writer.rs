@@ -1,0 +1,304 @@
+//! The writer of one index: a thread owning the tantivy `IndexWriter`, started by the
+//! first write and stopped after a quiet spell, that commits waiting writes together.
+//!
+//! Writes are jobs sent over a channel. The thread takes every job waiting (group commit),
+//! checks and applies each against the last committed view plus the batch's own earlier
+//! jobs, commits once, reloads the reader so the next query sees the batch, and only then
+//! answers the jobs. A job that fails its check (a key that exists, or is missing) changes
+//! nothing; a failed commit is rolled back and fails the whole batch.
+//!
+//! Jobs are sent while holding the slot's lock, and the thread retires only while holding
+//! it with an empty channel, so no job is ever left in a channel nobody reads.
+
+use std::{
+    collections::HashMap,
+    sync::{
+        Arc, MutexGuard, PoisonError,
+        mpsc::{self, RecvTimeoutError, TryRecvError},
+    },
+    thread::JoinHandle,
+    time::Duration,
+};
+
+use quintet_core::{
+    Error, Result,
+    search::{self, SearchDoc, SearchKey},
+};
+use tantivy::{IndexWriter, Searcher, indexer::IndexWriterOptions};
+use tokio::sync::oneshot;
+
+use super::{Settings, engine_error, handle::IndexHandle};
+
+/// Most jobs committed together.
+const MAX_BATCH: usize = 512;
+
+/// A write to an index.
+#[derive(Debug)]
+pub(super) enum Write {
+    /// Add a document whose key must be new.
+    Index(SearchDoc),
+    /// Replace the document whose key must exist.
+    Update(SearchDoc),
+    /// Remove the document whose key must exist.
+    Remove(SearchKey),
+    /// Add or replace every document, in order.
+    Bulk(Vec<SearchDoc>),
+}
+
+/// A write and where to answer it.
+#[derive(Debug)]
+pub(super) struct Job {
+    write: Write,
+    reply: oneshot::Sender<Result<()>>,
+}
+
+/// The state of an index's writer.
+#[derive(Debug, Default)]
+pub(super) enum WriterSlot {
+    /// No thread: the next write starts one.
+    #[default]
+    Idle,
+    /// A thread reads jobs from this channel.
+    Running {
+        jobs: mpsc::Sender<Job>,
+        thread: JoinHandle<()>,
+    },
+    /// The index is closed or dropped: writes fail with this error.
+    Closed(Error),
+}
+
+fn lock(handle: &IndexHandle) -> MutexGuard<'_, WriterSlot> {
+    handle.writer.lock().unwrap_or_else(PoisonError::into_inner)
+}
+
+/// Queue `write` on the index's writer, starting it when needed. Blocking (it may open a
+/// writer); the answer arrives on the returned channel once the write is committed.
+pub(super) fn submit(
+    handle: &Arc<IndexHandle>,
+    settings: Settings,
+    write: Write,
+) -> Result<oneshot::Receiver<Result<()>>> {
+    let (reply, answer) = oneshot::channel();
+    let mut job = Job { write, reply };
+    let mut slot = lock(handle);
+    match &*slot {
+        WriterSlot::Closed(e) => return Err(e.clone()),
+        WriterSlot::Running { jobs, .. } => match jobs.send(job) {
+            Ok(()) => return Ok(answer),
+            // The thread ended (it failed); start another below.
+            Err(mpsc::SendError(back)) => job = back,
+        },
+        WriterSlot::Idle => {}
+    }
+    let writer: IndexWriter = handle
+        .index
+        .writer_with_options(
+            IndexWriterOptions::builder()
+                .memory_budget_per_thread(settings.writer_heap_bytes)
+                .num_worker_threads(1)
+                .num_merge_threads(1)
+                .build(),
+        )
+        .map_err(engine_error)?;
+    let (jobs, inbox) = mpsc::channel();
+    // Cannot fail: the receiver is alive until the thread below ends.
+    let _ = jobs.send(job);
+    let me = Arc::clone(handle);
+    let thread = std::thread::Builder::new()
+        .name(format!("search-writer-{}", handle.name))
+        .spawn(move || run(&me, writer, &inbox, settings.writer_idle))
+        .map_err(|e| Error::internal(format!("starting a search writer thread: {e}")))?;
+    *slot = WriterSlot::Running { jobs, thread };
+    Ok(answer)
+}
+
+/// Stop the index's writer for good: later writes fail with `reason`. Waits for the batch
+/// in progress to be committed and answered. Blocking.
+pub(super) fn close(handle: &IndexHandle, reason: Error) {
+    let previous = std::mem::replace(&mut *lock(handle), WriterSlot::Closed(reason));
+    if let WriterSlot::Running { jobs, thread } = previous {
+        drop(jobs);
+        if thread.join().is_err() {
+            tracing::error!(index = %handle.name, "a search writer thread panicked");
+        }
+    }
+}
+
+/// The writer thread: batches until the channel closes or nothing arrives for `idle`.
+fn run(handle: &IndexHandle, mut writer: IndexWriter, inbox: &mpsc::Receiver<Job>, idle: Duration) {
+    loop {
+        let first = match inbox.recv_timeout(idle) {
+            Ok(job) => job,
+            Err(RecvTimeoutError::Disconnected) => break,
+            Err(RecvTimeoutError::Timeout) => {
+                let mut slot = lock(handle);
+                match inbox.try_recv() {
+                    Ok(job) => {
+                        drop(slot);
+                        batch(handle, &mut writer, job, inbox);
+                        continue;
+                    }
+                    Err(TryRecvError::Disconnected) => break,
+                    Err(TryRecvError::Empty) => {}
+                }
+                // Quiet: release the writer (and its lock on the index) before a successor
+                // can be started, which needs the slot this thread holds.
+                if let Err(e) = writer.wait_merging_threads() {
+                    tracing::warn!(index = %handle.name, error = %e, "finishing search merges");
+                }
+                if matches!(&*slot, WriterSlot::Running { .. }) {
+                    *slot = WriterSlot::Idle;
+                }
+                return;
+            }
+        };
+        batch(handle, &mut writer, first, inbox);
+    }
+    if let Err(e) = writer.wait_merging_threads() {
+        tracing::warn!(index = %handle.name, error = %e, "finishing search merges");
+    }
+}
+
+/// Apply `first` and every job waiting behind it, commit once, answer them all.
+fn batch(handle: &IndexHandle, writer: &mut IndexWriter, first: Job, inbox: &mpsc::Receiver<Job>) {
+    let mut jobs = vec![first];
+    while jobs.len() < MAX_BATCH {
+        match inbox.try_recv() {
+            Ok(job) => jobs.push(job),
+            Err(_) => break,
+        }
+    }
+    let searcher = handle.reader.searcher();
+    let mut batch = Batch {
+        handle,
+        writer,
+        searcher: &searcher,
+        pending: HashMap::new(),
+    };
+    let mut outcomes: Vec<(oneshot::Sender<Result<()>>, Result<()>)> = Vec::new();
+    let mut changed = false;
+    let mut broken: Option<Error> = None;
+    for job in jobs {
+        let outcome = if broken.is_some() {
+            Ok(()) // replaced below
+        } else {
+            match batch.apply(job.write) {
+                Ok(()) => {
+                    changed = true;
+                    Ok(())
+                }
+                Err(Applied::Refused(e)) => Err(e),
+                Err(Applied::Broken(e)) => {
+                    broken = Some(e);
+                    Ok(())
+                }
+            }
+        };
+        outcomes.push((job.reply, outcome));
+    }
+    if broken.is_none() && changed {
+        let started = std::time::Instant::now();
+        let committed = writer
+            .commit()
+            .and_then(|_| handle.reader.reload())
+            .map_err(engine_error);
+        tracing::debug!(
+            index = %handle.name,
+            writes = outcomes.len(),
+            elapsed_ms = started.elapsed().as_secs_f64() * 1000.0,
+            "search commit"
+        );
+        if let Err(e) = committed {
+            broken = Some(e);
+        }
+    }
+    if let Some(e) = broken {
+        tracing::error!(index = %handle.name, error = %e, "a search commit failed; rolling back");
+        if let Err(rb) = writer.rollback() {
+            tracing::error!(index = %handle.name, error = %rb, "rolling back a search writer");
+        }
+        for (_, outcome) in &mut outcomes {
+            if outcome.is_ok() {
+                *outcome = Err(e.clone());
+            }
+        }
+    }
+    for (reply, outcome) in outcomes {
+        let _ = reply.send(outcome);
+    }
+}
+
+/// Why a write was not applied.
+enum Applied {
+    /// The write breaks a rule; it changed nothing and the batch goes on.
+    Refused(Error),
+    /// The engine failed; the batch must be rolled back.
+    Broken(Error),
+}
+
+/// The writes of one batch so far.
+struct Batch<'a> {
+    handle: &'a IndexHandle,
+    writer: &'a mut IndexWriter,
+    /// The last committed view.
+    searcher: &'a Searcher,
+    /// Keys written earlier in this batch → whether they exist after those writes.
+    pending: HashMap<SearchKey, bool>,
+}
+
+impl Batch<'_> {
+    fn exists(&self, key: &SearchKey) -> Result<bool, Applied> {
+        match self.pending.get(key) {
+            Some(present) => Ok(*present),
+            None => self
+                .handle
+                .find(self.searcher, key)
+                .map(|found| found.is_some())
+                .map_err(Applied::Broken),
+        }
+    }
+
+    fn put(&mut self, doc: &SearchDoc, replace: bool) -> Result<(), Applied> {
+        if replace {
+            self.writer.delete_term(self.handle.key_term(doc.key()));
+        }
+        self.writer
+            .add_document(self.handle.tantivy_doc(doc))
+            .map_err(|e| Applied::Broken(engine_error(e)))?;
+        self.pending.insert(doc.key().clone(), true);
+        Ok(())
+    }
+
+    fn apply(&mut self, write: Write) -> Result<(), Applied> {
+        let name = &self.handle.name;
+        match write {
+            Write::Index(doc) => {
+                if self.exists(doc.key())? {
+                    return Err(Applied::Refused(search::exists(name, doc.key().as_str())));
+                }
+                self.put(&doc, false)
+            }
+            Write::Update(doc) => {
+                if !self.exists(doc.key())? {
+                    return Err(Applied::Refused(search::missing(name, doc.key().as_str())));
+                }
+                self.put(&doc, true)
+            }
+            Write::Remove(key) => {
+                if !self.exists(&key)? {
+                    return Err(Applied::Refused(search::missing(name, key.as_str())));
+                }
+                self.writer.delete_term(self.handle.key_term(&key));
+                self.pending.insert(key, false);
+                Ok(())
+            }
+            Write::Bulk(docs) => {
+                for doc in &docs {
+                    let replace = self.exists(doc.key())?;
+                    self.put(doc, replace)?;
+                }
+                Ok(())
+            }
+        }
+    }
+}
