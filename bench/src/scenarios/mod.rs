@@ -16,6 +16,7 @@ use crate::load::{self, LoadResult, LoadSpec, MakeReq, Req};
 mod cache;
 mod ceiling;
 mod data;
+mod queue;
 mod search;
 mod storage;
 
@@ -36,6 +37,8 @@ pub fn all() -> Vec<Box<dyn Scenario>> {
         limit: 100,
         goal: false,
     }));
+    all.push(Box::new(queue::Delivery(queue::Goal::Throughput)));
+    all.push(Box::new(queue::Delivery(queue::Goal::Latency)));
     all
 }
 

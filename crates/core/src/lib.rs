@@ -13,6 +13,8 @@
 //! - [`search`]: tokenizing, typo tolerance, query plans and match shaping for search.
 //! - [`clock`], [`id`], [`json`], [`hmac`]: time, identifiers, guards for untrusted JSON and
 //!   the signing primitive.
+//! - [`js_json`], [`delivery`]: JSON text as JavaScript writes it, and the rules of queue
+//!   deliveries (signature, retry schedule, forbidden targets).
 //! - [`accounts`], [`keys`], [`jwt`]: accounts and plans, access keys and connection
 //!   strings, and the HS256 tokens clients sign with them.
 
@@ -21,10 +23,12 @@ pub mod cache;
 pub mod clock;
 #[cfg(feature = "conformance")]
 pub mod conformance;
+pub mod delivery;
 pub mod error;
 pub mod hmac;
 pub mod id;
 pub mod instance;
+pub mod js_json;
 pub mod json;
 pub mod jwt;
 pub mod keys;

@@ -35,16 +35,19 @@ async fn lifecycle_of_every_adapter() {
         fields: vec!["title".into()],
         store_fields: vec![],
     });
-    let queue = InstanceConfig::Queue(QueueConfig {
-        target: "http://127.0.0.1:9/".into(),
-        secret: None,
-    });
+    let queue = InstanceConfig::Queue(QueueConfig::new("http://127.0.0.1:9/"));
     conformance::lifecycle::run_all(&*e.data, InstanceConfig::Data).await;
     conformance::lifecycle::run_all(&*e.cache, InstanceConfig::Cache).await;
     conformance::lifecycle::run_all(&*e.search, search).await;
     conformance::lifecycle::run_all(&*e.queue, queue).await;
     conformance::lifecycle::run_all(&*e.storage, InstanceConfig::Storage).await;
     assert_eq!(ServiceType::ALL.len(), 5);
+}
+
+#[tokio::test]
+async fn queue() {
+    let (_dir, e) = open();
+    conformance::queue::run_all(&*e.queue).await;
 }
 
 #[tokio::test]

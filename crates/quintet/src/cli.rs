@@ -172,6 +172,17 @@ pub struct ServeArgs {
     )]
     pub cache_memory_only: Option<bool>,
 
+    /// Refuse queue targets on loopback, private and link-local addresses, when a queue is
+    /// created and at every delivery (after DNS resolution) [default: false]
+    #[arg(long, env = "QUINTET_QUEUE_DENY_PRIVATE", value_name = "BOOL",
+          num_args = 0..=1, default_missing_value = "true")]
+    pub queue_deny_private: Option<bool>,
+
+    /// Milliseconds before the first retry of an unreachable queue worker; doubles with each
+    /// retry (with jitter), up to an hour [default: 5000]
+    #[arg(long, env = "QUINTET_QUEUE_BACKOFF_MS", value_name = "MS")]
+    pub queue_backoff_ms: Option<u64>,
+
     /// Log filter, e.g. `info`, `warn`, `quintet=debug` [default: info]
     #[arg(long, env = "QUINTET_LOG", value_name = "FILTER")]
     pub log: Option<String>,
@@ -201,6 +212,8 @@ pub(crate) struct FileConfig {
     tls_key: Option<PathBuf>,
     cache_max_bytes: Option<u64>,
     cache_memory_only: Option<bool>,
+    queue_deny_private: Option<bool>,
+    queue_backoff_ms: Option<u64>,
     log: Option<String>,
     log_format: Option<LogFormat>,
 }
@@ -301,6 +314,15 @@ impl ServeArgs {
                 domain_auth,
                 admin_token,
                 tls,
+                queue_deny_private: self
+                    .queue_deny_private
+                    .or(file.queue_deny_private)
+                    .unwrap_or(defaults.queue_deny_private),
+                queue_backoff: self
+                    .queue_backoff_ms
+                    .or(file.queue_backoff_ms)
+                    .map(Duration::from_millis)
+                    .unwrap_or(defaults.queue_backoff),
             },
             data_dir: self
                 .data_dir
@@ -506,6 +528,27 @@ mod tests {
             .resolve()
             .unwrap();
         assert_eq!(url(c), "postgresql://q@flag-host/q");
+    }
+
+    #[test]
+    fn queue_settings_resolve_from_flags_and_file() {
+        let c = ServeArgs::default().resolve().unwrap();
+        assert!(!c.server.queue_deny_private);
+        assert_eq!(c.server.queue_backoff, Duration::from_secs(5));
+        let c = parse(&["--queue-deny-private", "--queue-backoff-ms", "20"])
+            .resolve()
+            .unwrap();
+        assert!(c.server.queue_deny_private);
+        assert_eq!(c.server.queue_backoff, Duration::from_millis(20));
+        let f = toml_file("queue_deny_private = true\nqueue_backoff_ms = 700\n");
+        let path = f.path().to_str().unwrap();
+        let c = parse(&["--config", path]).resolve().unwrap();
+        assert!(c.server.queue_deny_private);
+        assert_eq!(c.server.queue_backoff, Duration::from_millis(700));
+        let c = parse(&["--config", path, "--queue-deny-private=false"])
+            .resolve()
+            .unwrap();
+        assert!(!c.server.queue_deny_private, "the flag beats the file");
     }
 
     #[test]

@@ -40,6 +40,8 @@ fn serve_help_documents_every_setting() {
         ("--tls-key", "QUINTET_TLS_KEY"),
         ("--cache-max-bytes", "QUINTET_CACHE_MAX_BYTES"),
         ("--cache-memory-only", "QUINTET_CACHE_MEMORY_ONLY"),
+        ("--queue-deny-private", "QUINTET_QUEUE_DENY_PRIVATE"),
+        ("--queue-backoff-ms", "QUINTET_QUEUE_BACKOFF_MS"),
         ("--log", "QUINTET_LOG"),
         ("--log-format", "QUINTET_LOG_FORMAT"),
     ] {

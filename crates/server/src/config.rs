@@ -11,6 +11,8 @@ pub const DEFAULT_LISTEN: &str = "127.0.0.1:6363";
 pub const DEFAULT_MAX_BODY_BYTES: usize = 16 * 1024 * 1024;
 /// Default time in-flight requests get to finish at shutdown.
 pub const DEFAULT_SHUTDOWN_TIMEOUT: Duration = Duration::from_secs(30);
+/// Default delay before the first retry of an unreachable queue worker.
+pub const DEFAULT_QUEUE_BACKOFF: Duration = Duration::from_secs(5);
 
 /// Settings of the HTTP server.
 #[derive(Debug, Clone)]
@@ -27,6 +29,12 @@ pub struct Config {
     /// absolute URLs the server hands out; when absent, they are built from the request's
     /// `Host` header.
     pub public_url: Option<String>,
+    /// Refuse queue targets on loopback, private and link-local addresses, at creation and
+    /// at every delivery.
+    pub queue_deny_private: bool,
+    /// Delay before the first retry of an unreachable queue worker; it doubles with each
+    /// further retry (with jitter), up to an hour.
+    pub queue_backoff: Duration,
     /// How requests of the domain form are authenticated.
     pub domain_auth: DomainAuth,
     /// The bearer token of the admin API (`/_admin/...`); `None` refuses every admin call.
@@ -70,9 +78,22 @@ impl Default for Config {
             max_json_depth: quintet_core::json::DEFAULT_MAX_DEPTH,
             shutdown_timeout: DEFAULT_SHUTDOWN_TIMEOUT,
             public_url: None,
+            queue_deny_private: false,
+            queue_backoff: DEFAULT_QUEUE_BACKOFF,
             domain_auth: DomainAuth::None,
             admin_token: None,
             tls: None,
+        }
+    }
+}
+
+impl Config {
+    /// The queue dispatcher's share of the settings.
+    pub fn dispatch_settings(&self) -> crate::dispatch::Settings {
+        crate::dispatch::Settings {
+            deny_private: self.queue_deny_private,
+            backoff_base: self.queue_backoff,
+            shutdown_timeout: self.shutdown_timeout,
         }
     }
 }

@@ -20,7 +20,7 @@ use quintet_core::{
     ports::registry::RegistryChange,
 };
 
-use crate::state::Services;
+use crate::{dispatch::Dispatcher, state::Services};
 
 type ByName = HashMap<String, Arc<Instance>>;
 
@@ -28,6 +28,8 @@ type ByName = HashMap<String, Arc<Instance>>;
 #[derive(Debug)]
 pub struct Instances {
     services: Arc<Services>,
+    /// Told when a queue is destroyed, and asked to check a new queue's target.
+    dispatcher: Arc<Dispatcher>,
     /// Application name → per-type maps of name → instance, indexed by `ServiceType`.
     cache: RwLock<HashMap<String, [ByName; 5]>>,
     /// Bumped by every invalidation.
@@ -45,10 +47,12 @@ fn slot(kind: ServiceType) -> usize {
 }
 
 impl Instances {
-    /// A directory over `services`' registry and adapters.
-    pub fn new(services: Arc<Services>) -> Self {
+    /// A directory over `services`' registry and adapters; queue lifecycles are reported to
+    /// `dispatcher`.
+    pub fn new(services: Arc<Services>, dispatcher: Arc<Dispatcher>) -> Self {
         Self {
             services,
+            dispatcher,
             cache: RwLock::new(HashMap::new()),
             epoch: AtomicU64::new(0),
         }
@@ -123,6 +127,16 @@ impl Instances {
     /// created one may replace a deleted one this node missed), a resync forgets
     /// everything. Changes to keys do not concern instances.
     pub fn apply(&self, change: &RegistryChange) {
+        // Queues destroyed through another node stop delivering here too.
+        match change {
+            RegistryChange::InstanceDeleted {
+                kind: ServiceType::Queue,
+                id,
+                ..
+            } => self.dispatcher.stop(*id),
+            RegistryChange::AppDeleted { app } => self.dispatcher.stop_app(app),
+            _ => {}
+        }
         match change {
             RegistryChange::InstanceCreated {
                 app, kind, name, ..
@@ -145,6 +159,9 @@ impl Instances {
         config: InstanceConfig,
     ) -> Result<Instance> {
         let kind = config.kind();
+        if let InstanceConfig::Queue(queue) = &config {
+            self.dispatcher.check_target(queue).await?;
+        }
         let instance = self
             .services
             .registry
@@ -183,6 +200,10 @@ impl Instances {
             .await;
         self.forget(app, kind, name);
         let instance = instance?;
+        if kind == ServiceType::Queue {
+            // No delivery of the queue may run once its contents are dropped.
+            self.dispatcher.forget(instance.id).await;
+        }
         self.services
             .lifecycle(kind)
             .drop_instance(&instance)
@@ -205,6 +226,10 @@ impl Instances {
     pub async fn drop_contents(&self, instances: &[Instance]) -> Result<()> {
         let mut first = Ok(());
         for instance in instances {
+            if instance.kind() == ServiceType::Queue {
+                // No delivery of the queue may run once its contents are dropped.
+                self.dispatcher.forget(instance.id).await;
+            }
             let dropped = self
                 .services
                 .lifecycle(instance.kind())

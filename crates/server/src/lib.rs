@@ -12,6 +12,7 @@
 pub mod auth;
 pub mod changes;
 pub mod config;
+pub mod dispatch;
 pub mod error;
 pub mod extract;
 pub mod instances;
@@ -64,14 +65,15 @@ pub async fn startup(state: &AppState) -> Result<()> {
 }
 
 /// Serve `state` on `listener` (HTTPS when `tls` is given, see [`tls::load`]) until
-/// `shutdown` resolves; then let in-flight requests finish for up to the configured
-/// timeout, and close every store.
+/// `shutdown` resolves; then let in-flight requests and queue deliveries finish for up to
+/// the configured timeout, and close every store.
 pub async fn serve(
     listener: TcpListener,
     tls: Option<Arc<ServerConfig>>,
     state: AppState,
     shutdown: impl Future<Output = ()> + Send + 'static,
 ) -> Result<()> {
+    state.dispatcher.start().await?;
     match tls {
         Some(config) => {
             let listener = tls::TlsListener::new(listener, config)
@@ -99,9 +101,11 @@ where
     L::Addr: std::fmt::Debug,
 {
     let (stopping_tx, stopping_rx) = tokio::sync::oneshot::channel::<()>();
+    let dispatcher = Arc::clone(&state.dispatcher);
     let signal = async move {
         shutdown.await;
-        tracing::info!("shutting down: finishing in-flight requests");
+        tracing::info!("shutting down: finishing in-flight requests and deliveries");
+        dispatcher.begin_shutdown();
         let _ = stopping_tx.send(());
     };
     let make = axum::ServiceExt::<Request>::into_make_service(app(state.clone()));
@@ -118,6 +122,7 @@ where
         served = server => served.map_err(|e| Error::internal(format!("HTTP server: {e}")))?,
         () = deadline => tracing::warn!(?grace, "shutdown timeout: dropping unfinished requests"),
     }
+    state.dispatcher.finish().await;
     if let Err(e) = state.auth.keys.close().await {
         tracing::error!(error = %e, "recording when access keys were last used failed");
     }

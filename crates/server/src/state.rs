@@ -8,6 +8,7 @@ use quintet_core::{
         Lifecycle,
         cache::Cache,
         data::DocStore,
+        queue::JobQueue,
         registry::{ChangeListener, Registry},
         search::SearchIndex,
         storage::ObjectStorage,
@@ -15,7 +16,8 @@ use quintet_core::{
 };
 
 use crate::{
-    auth::Auth, changes::CacheInvalidator, config::Config, instances::Instances, metrics::Metrics,
+    auth::Auth, changes::CacheInvalidator, config::Config, dispatch::Dispatcher,
+    instances::Instances, metrics::Metrics,
 };
 
 /// One adapter per port, chosen by the binary.
@@ -30,7 +32,7 @@ pub struct Services {
     /// Full-text indexes.
     pub search: Arc<dyn SearchIndex>,
     /// Jobs.
-    pub queue: Arc<dyn Lifecycle>,
+    pub queue: Arc<dyn JobQueue>,
     /// Objects and their pre-signed URLs.
     pub storage: Arc<dyn ObjectStorage>,
 }
@@ -97,6 +99,10 @@ pub struct AppState {
     pub auth: Arc<Auth>,
     /// The registry's listener keeping the caches true to changes made by other nodes.
     pub invalidator: Arc<CacheInvalidator>,
+    /// The source of time.
+    pub clock: Arc<dyn Clock>,
+    /// Delivers queued jobs to workers.
+    pub dispatcher: Arc<Dispatcher>,
 }
 
 impl AppState {
@@ -112,9 +118,18 @@ impl AppState {
             config.domain_auth.clone(),
             config.admin_token.clone(),
             Arc::clone(&services.registry),
-            clock,
+            Arc::clone(&clock),
         );
-        let instances = Arc::new(Instances::new(Arc::clone(&services)));
+        let dispatcher = Arc::new(Dispatcher::new(
+            Arc::clone(&services.queue),
+            Arc::clone(&services.registry),
+            Arc::clone(&clock),
+            config.dispatch_settings(),
+        ));
+        let instances = Arc::new(Instances::new(
+            Arc::clone(&services),
+            Arc::clone(&dispatcher),
+        ));
         let invalidator = Arc::new(CacheInvalidator::new(
             Arc::clone(&instances),
             Arc::clone(&auth.keys),
@@ -130,6 +145,8 @@ impl AppState {
             metrics: Arc::new(Metrics::default()),
             auth: Arc::new(auth),
             invalidator,
+            clock,
+            dispatcher,
         }
     }
 }

@@ -3,6 +3,7 @@
 //! - [`TestServer`] runs a node in-process (the binary's own wiring) on a temporary data
 //!   directory, with an injectable clock, and can be restarted on the same directory.
 //! - [`Process`] runs the real `quintet` binary, for tests that kill it.
+//! - [`Worker`] is a queue worker that records deliveries and answers as told.
 //! - [`TestServer::new_app`] makes an account, an application and an access key through the
 //!   admin API; [`TestServer::token`] signs a token for it. [`TestCerts`] makes a throwaway
 //!   certificate authority and server certificate for HTTPS tests.
@@ -27,6 +28,7 @@
 
 mod process;
 mod tls;
+mod worker;
 
 use std::{
     path::Path,
@@ -52,6 +54,7 @@ pub use process::Process;
 pub use quintet::cli::AuthMode;
 pub use quintet_engine_test as engines;
 pub use tls::TestCerts;
+pub use worker::{Answer, Received, Worker, eventually};
 
 /// An answer: status, headers, the body as text and parsed as JSON (`Null` when it is not
 /// JSON).

@@ -10,6 +10,7 @@
 pub mod cache;
 pub mod data;
 pub mod lifecycle;
+pub mod queue;
 pub mod registry;
 pub mod search;
 pub mod storage;

@@ -10,6 +10,7 @@ mod cache;
 mod data;
 mod lifecycle;
 mod meta;
+mod queue;
 mod search;
 mod storage;
 
@@ -20,6 +21,7 @@ pub fn router(state: AppState) -> Router {
     Router::new()
         .merge(meta::routes())
         .merge(lifecycle::routes())
+        .merge(queue::routes())
         .merge(admin::routes())
         .merge(cache::routes())
         .merge(data::routes())

@@ -619,7 +619,8 @@ async fn instances_of_an_application_are_listed_with_secrets_redacted() {
         json!({"ok": true, "instances": [
             {"type": "data", "name": "main", "config": {}, "created": CREATED},
             {"type": "queue", "name": "main",
-             "config": {"target": "https://w.example/jobs", "secret": "[redacted]"}, "created": CREATED},
+             "config": {"target": "https://w.example/jobs", "secret": "[redacted]",
+                        "concurrency": 8, "timeout": 30, "retries": 5}, "created": CREATED},
             {"type": "search", "name": "main",
              "config": {"fields": ["title"], "storeFields": ["title"]}, "created": CREATED},
         ]})

@@ -10,6 +10,7 @@ mod data;
 mod http;
 mod hyper_connect;
 mod lifecycle;
+mod queue;
 mod scale_out;
 mod search;
 mod storage;
