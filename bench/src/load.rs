@@ -77,9 +77,10 @@ pub struct LoadResult {
     pub errors: u64,
 }
 
-/// Run `make` against `addr` as `spec` says; answers must have status `expect`.
+/// Run `make` against `addrs` as `spec` says (connection `i` goes to `addrs[i % len]`, so
+/// several nodes share the load evenly); answers must have status `expect`.
 pub async fn run(
-    addr: &str,
+    addrs: &[String],
     spec: LoadSpec,
     expect: StatusCode,
     make: MakeReq,
@@ -87,9 +88,10 @@ pub async fn run(
     let start = Instant::now();
     let measure_from = start + spec.warmup;
     let until = measure_from + spec.duration;
+    anyhow::ensure!(!addrs.is_empty(), "no server address to load");
     let mut tasks = Vec::with_capacity(spec.concurrency);
     for conn in 0..spec.concurrency {
-        let (addr, make) = (addr.to_owned(), Arc::clone(&make));
+        let (addr, make) = (addrs[conn % addrs.len()].clone(), Arc::clone(&make));
         tasks.push(tokio::spawn(async move {
             connection(&addr, conn, measure_from, until, expect, make).await
         }));

@@ -8,16 +8,18 @@ use std::{path::PathBuf, sync::Arc, time::Duration};
 use anyhow::Context;
 use clap::Parser;
 use quintet_bench::{
+    load::LoadResult,
     load::LoadSpec,
     report::{self, Row},
-    scenarios::{self, Ctx, Measurement, Target},
+    scenarios::{self, Ctx, Deployment, Engines, Measurement, Scenario, Target},
     server,
 };
 
 /// Benchmarks of quintet against its own bare-HTTP ceiling.
 #[derive(Debug, Parser)]
 struct Args {
-    /// Services to run (http, data, cache, search, queue, storage); all when none given.
+    /// Services to run (http, data, cache, search, queue, storage, scale-out); all when none
+    /// given.
     services: Vec<String>,
     /// Measured seconds per load run.
     #[arg(long, default_value_t = 5.0)]
@@ -95,23 +97,18 @@ async fn run(args: Args) -> anyhow::Result<()> {
     let mut ceilings = std::collections::BTreeMap::new();
     let mut rows = Vec::new();
     for s in &selected {
-        let server = server::Server::start(&bin, &s.server_args())
-            .with_context(|| format!("server for {}", s.name()))?;
-        let ctx = Ctx::with_ceilings(
-            server.addr.clone(),
-            spec,
-            ceilings.clone(),
-            Arc::new(server),
-        );
         println!("running {} …", s.name());
-        let m = match s.run(&ctx).await {
-            Ok(m) => m,
-            Err(e) => Measurement {
-                note: format!("failed: {e:#}"),
-                ..Measurement::default()
-            },
+        let (m, measured) = match measure(&bin, s.as_ref(), spec, ceilings.clone()).await {
+            Ok(done) => done,
+            Err(e) => (
+                Measurement {
+                    note: format!("failed: {e:#}"),
+                    ..Measurement::default()
+                },
+                ceilings.clone(),
+            ),
         };
-        ceilings = ctx.ceilings().await;
+        ceilings = measured;
         let row = Row {
             name: s.name(),
             m,
@@ -155,4 +152,40 @@ async fn run(args: Args) -> anyhow::Result<()> {
     }
     println!("\nwritten to {}", args.out.display());
     Ok(())
+}
+
+/// Start the nodes `s` needs (on fresh engines when it runs scale-out), run it, and return
+/// its measurement with the ceilings known afterwards. The nodes and the engines' test
+/// namespace are gone when this returns.
+async fn measure(
+    bin: &std::path::Path,
+    s: &dyn Scenario,
+    spec: LoadSpec,
+    ceilings: std::collections::BTreeMap<usize, LoadResult>,
+) -> anyhow::Result<(Measurement, std::collections::BTreeMap<usize, LoadResult>)> {
+    let mut args = s.server_args();
+    let (engines, nodes) = match s.deployment() {
+        Deployment::Embedded => (None, 1),
+        Deployment::ScaleOut { nodes } => {
+            let engines = Engines::prepare("bench").await?;
+            args.extend(engines.server_args());
+            (Some(engines), nodes)
+        }
+    };
+    let mut servers = Vec::with_capacity(nodes);
+    for node in 0..nodes {
+        servers.push(
+            server::Server::start(bin, &args)
+                .with_context(|| format!("node {} for {}", node + 1, s.name()))?,
+        );
+    }
+    let addrs = servers.iter().map(|n| n.addr.clone()).collect();
+    let first = Arc::new(servers.remove(0));
+    let ctx = Ctx::with_ceilings(addrs, spec, ceilings, first);
+    let m = s.run(&ctx).await?;
+    let ceilings = ctx.ceilings().await;
+    drop(ctx);
+    drop(servers);
+    drop(engines);
+    Ok((m, ceilings))
 }

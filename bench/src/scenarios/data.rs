@@ -250,7 +250,7 @@ impl Scenario for IndexedQuery {
             warmup: Duration::ZERO,
             duration: Duration::from_secs(5),
         };
-        let scan = crate::load::run(&ctx.addr, scan_spec, StatusCode::OK, query("u")).await?;
+        let scan = crate::load::run(&ctx.addrs, scan_spec, StatusCode::OK, query("u")).await?;
         m.note = format!(
             "{}unindexed p50 {:.0} ms ({} queries); 1M docs loaded in {:.1} s, indexed in \
              {:.1} s; RSS {} MB",

@@ -17,8 +17,11 @@ mod cache;
 mod ceiling;
 mod data;
 mod queue;
+mod scale_out;
 mod search;
 mod storage;
+
+pub use scale_out::{Deployment, Engines};
 
 /// Every scenario, in report order.
 pub fn all() -> Vec<Box<dyn Scenario>> {
@@ -39,6 +42,7 @@ pub fn all() -> Vec<Box<dyn Scenario>> {
     }));
     all.push(Box::new(queue::Delivery(queue::Goal::Throughput)));
     all.push(Box::new(queue::Delivery(queue::Goal::Latency)));
+    all.extend(scale_out::scenarios());
     all
 }
 
@@ -135,6 +139,10 @@ pub trait Scenario: Send + Sync {
     fn server_args(&self) -> Vec<String> {
         Vec::new()
     }
+    /// Where the scenario's nodes keep their data: the embedded default unless it says.
+    fn deployment(&self) -> Deployment {
+        Deployment::Embedded
+    }
     /// Prepare (through `ctx`) and measure.
     async fn run(&self, ctx: &Ctx) -> anyhow::Result<Measurement>;
 }
@@ -142,8 +150,10 @@ pub trait Scenario: Send + Sync {
 /// What scenarios get: the server's address, the load settings, a client for setup, and
 /// the ceiling at each concurrency (measured on first use, once per run).
 pub struct Ctx {
-    /// `host:port` of the server.
+    /// `host:port` of the (first) server; setup requests go there.
     pub addr: String,
+    /// `host:port` of every node; load runs spread their connections over them.
+    pub addrs: Vec<String>,
     /// Warm-up and measured time of each load run.
     pub spec: LoadSpec,
     client: Client<HttpConnector, Full<Bytes>>,
@@ -153,16 +163,18 @@ pub struct Ctx {
 }
 
 impl Ctx {
-    /// A context for the server at `addr`, with ceilings already measured in this run.
+    /// A context for the nodes at `addrs` (at least one), with ceilings already measured in
+    /// this run.
     pub fn with_ceilings(
-        addr: String,
+        addrs: Vec<String>,
         spec: LoadSpec,
         ceilings: BTreeMap<usize, LoadResult>,
         server: Arc<crate::server::Server>,
     ) -> Self {
         let client = Client::builder(hyper_util::rt::TokioExecutor::new()).build_http();
         Self {
-            addr,
+            addr: addrs.first().cloned().unwrap_or_default(),
+            addrs,
             spec,
             client,
             ceilings: Mutex::new(ceilings),
@@ -230,7 +242,7 @@ impl Ctx {
             concurrency,
             ..self.spec
         };
-        load::run(&self.addr, spec, expect, make).await
+        load::run(&self.addrs, spec, expect, make).await
     }
 
     /// The bare-HTTP ceiling (`GET /_health`) at `concurrency`, measured once per run.
