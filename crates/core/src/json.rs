@@ -19,21 +19,8 @@ pub const DEFAULT_MAX_DEPTH: usize = 64;
 /// ```
 pub fn check_depth(text: &[u8], max_depth: usize) -> Result<()> {
     let mut depth = 0usize;
-    let mut in_string = false;
-    let mut escaped = false;
-    for &b in text {
-        if in_string {
-            if escaped {
-                escaped = false;
-            } else if b == b'\\' {
-                escaped = true;
-            } else if b == b'"' {
-                in_string = false;
-            }
-            continue;
-        }
+    for b in structural_bytes(text) {
         match b {
-            b'"' => in_string = true,
             b'[' | b'{' => {
                 depth += 1;
                 if depth > max_depth {
@@ -47,6 +34,71 @@ pub fn check_depth(text: &[u8], max_depth: usize) -> Result<()> {
         }
     }
     Ok(())
+}
+
+/// Whether JSON text has no whitespace outside its strings (as `serde_json` writes it), so
+/// it can be stored as given.
+///
+/// ```
+/// use quintet_core::json::is_compact;
+/// assert!(is_compact(r#"{"a":"x y"}"#));
+/// assert!(!is_compact(r#"{"a": 1}"#));
+/// ```
+pub fn is_compact(text: &str) -> bool {
+    !structural_bytes(text.as_bytes()).any(|b| b.is_ascii_whitespace())
+}
+
+/// The bytes of JSON text outside its strings (quotes included), for one-pass scans that
+/// must not be fooled by brackets or spaces inside strings.
+fn structural_bytes(text: &[u8]) -> impl Iterator<Item = u8> + '_ {
+    let (mut in_string, mut escaped) = (false, false);
+    text.iter().copied().filter(move |&b| {
+        if in_string {
+            if escaped {
+                escaped = false;
+            } else if b == b'\\' {
+                escaped = true;
+            } else if b == b'"' {
+                in_string = false;
+            }
+            return false;
+        }
+        if b == b'"' {
+            in_string = true;
+        }
+        true
+    })
+}
+
+/// How a JSON value is named in messages: `"an object"`, `"a string"`, `"null"`…
+pub fn kind(v: &serde_json::Value) -> &'static str {
+    use serde_json::Value;
+    match v {
+        Value::Null => "null",
+        Value::Bool(_) => "a boolean",
+        Value::Number(_) => "a number",
+        Value::String(_) => "a string",
+        Value::Array(_) => "an array",
+        Value::Object(_) => "an object",
+    }
+}
+
+/// [`kind`] of valid JSON text, from its first byte (no parse).
+///
+/// ```
+/// use quintet_core::json::kind_of_text;
+/// assert_eq!(kind_of_text("[1]"), "an array");
+/// assert_eq!(kind_of_text("-2.5"), "a number");
+/// ```
+pub fn kind_of_text(text: &str) -> &'static str {
+    match text.trim_start().as_bytes().first() {
+        Some(b'{') => "an object",
+        Some(b'[') => "an array",
+        Some(b'"') => "a string",
+        Some(b't' | b'f') => "a boolean",
+        Some(b'n') => "null",
+        _ => "a number",
+    }
 }
 
 #[cfg(test)]
@@ -82,6 +134,19 @@ mod tests {
         fn agrees_with_the_parsed_depth(v in arb_json(), limit in 0usize..10) {
             let text = serde_json::to_vec(&v).unwrap();
             prop_assert_eq!(check_depth(&text, limit).is_ok(), true_depth(&v) <= limit);
+        }
+
+        #[test]
+        fn compact_is_what_serde_writes(v in arb_json()) {
+            let compact = serde_json::to_string(&v).unwrap();
+            prop_assert!(is_compact(&compact));
+            let pretty = serde_json::to_string_pretty(&v).unwrap();
+            prop_assert_eq!(is_compact(&pretty), pretty == compact);
+        }
+
+        #[test]
+        fn kinds_agree_on_text_and_values(v in arb_json()) {
+            prop_assert_eq!(kind_of_text(&serde_json::to_string(&v).unwrap()), kind(&v));
         }
     }
 }

@@ -31,15 +31,8 @@ impl CacheValue {
     /// most [`MAX_VALUE_BYTES`] ([`Error::TooLarge`]).
     pub fn from_raw(raw: &RawValue) -> Result<Self> {
         let text = raw.get();
-        let kind = match text.as_bytes().first() {
-            Some(b'{') => None,
-            Some(b'[') => Some("an array"),
-            Some(b'"') => Some("a string"),
-            Some(b't' | b'f') => Some("a boolean"),
-            Some(b'n') => Some("null"),
-            _ => Some("a number"),
-        };
-        if let Some(kind) = kind {
+        let kind = crate::json::kind_of_text(text);
+        if kind != "an object" {
             return Err(Error::invalid(format!(
                 "the cache value must be a JSON object, such as {{\"name\": \"x\"}}; got {kind}"
             )));

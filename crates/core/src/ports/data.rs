@@ -84,7 +84,7 @@ pub fn new_document(body: Value) -> Result<(Option<DocId>, Document)> {
     let Value::Object(doc) = body else {
         return Err(Error::invalid(format!(
             "a document must be a JSON object, not {}",
-            kind_of(&body)
+            crate::json::kind(&body)
         )));
     };
     if doc.is_empty() {
@@ -98,7 +98,7 @@ pub fn new_document(body: Value) -> Result<(Option<DocId>, Document)> {
         Some(other) => {
             return Err(Error::invalid(format!(
                 "_id must be a string, not {}",
-                kind_of(other)
+                crate::json::kind(other)
             )));
         }
     };
@@ -111,7 +111,7 @@ pub fn replacement(body: Value) -> Result<Document> {
         Value::Object(doc) => Ok(doc),
         other => Err(Error::invalid(format!(
             "a document must be a JSON object, not {}",
-            kind_of(&other)
+            crate::json::kind(&other)
         ))),
     }
 }
@@ -142,17 +142,6 @@ pub fn stored_text(id: &DocId, doc: Document) -> Result<String> {
     }
     // serde_json writes UTF-8 only.
     String::from_utf8(out).map_err(|e| Error::internal(format!("serialized text: {e}")))
-}
-
-fn kind_of(v: &Value) -> &'static str {
-    match v {
-        Value::Null => "null",
-        Value::Bool(_) => "a boolean",
-        Value::Number(_) => "a number",
-        Value::String(_) => "a string",
-        Value::Array(_) => "an array",
-        Value::Object(_) => "an object",
-    }
 }
 
 /// `GET /data/<d>` parameters: a walk over ids in byte order, or a fetch by ids.
@@ -291,7 +280,7 @@ impl BulkOp {
         let Value::Array(entries) = body else {
             return Err(Error::invalid(format!(
                 "a bulk request must be a JSON array of documents, not {}",
-                kind_of(&body)
+                crate::json::kind(&body)
             )));
         };
         check_count(entries.len())?;
@@ -307,7 +296,7 @@ impl BulkOp {
             && let Ok(id) = id.parse::<DocId>()
             && text.starts_with("{\"_id\":")
             && text.len() <= MAX_DOC_BYTES
-            && is_compact(text)
+            && crate::json::is_compact(text)
         {
             return Self::Put {
                 id,
@@ -327,7 +316,10 @@ impl BulkOp {
         let Value::Object(mut doc) = entry else {
             return Self::Reject {
                 id: None,
-                error: format!("the entry is {}, not a JSON object", kind_of(&entry)),
+                error: format!(
+                    "the entry is {}, not a JSON object",
+                    crate::json::kind(&entry)
+                ),
             };
         };
         let raw = match doc.get("_id") {
@@ -335,7 +327,7 @@ impl BulkOp {
             Some(other) => {
                 return Self::Reject {
                     id: None,
-                    error: format!("_id must be a string, not {}", kind_of(other)),
+                    error: format!("_id must be a string, not {}", crate::json::kind(other)),
                 };
             }
             None => {
@@ -376,27 +368,6 @@ fn check_count(n: usize) -> Result<()> {
         )));
     }
     Ok(())
-}
-
-/// Whether JSON text has no whitespace outside its strings.
-fn is_compact(text: &str) -> bool {
-    let (mut in_string, mut escaped) = (false, false);
-    for &b in text.as_bytes() {
-        if in_string {
-            if escaped {
-                escaped = false;
-            } else if b == b'\\' {
-                escaped = true;
-            } else if b == b'"' {
-                in_string = false;
-            }
-        } else if b == b'"' {
-            in_string = true;
-        } else if b.is_ascii_whitespace() {
-            return false;
-        }
-    }
-    true
 }
 
 /// The per-entry result of a bulk request.
@@ -575,9 +546,9 @@ mod tests {
 
     #[test]
     fn compactness() {
-        assert!(is_compact(r#"{"a":"x y","b":[1,2]}"#));
-        assert!(is_compact(r#"{"a":"q\" z"}"#));
-        assert!(!is_compact(r#"{"a": 1}"#));
-        assert!(!is_compact("{\"a\":1}\n"));
+        assert!(crate::json::is_compact(r#"{"a":"x y","b":[1,2]}"#));
+        assert!(crate::json::is_compact(r#"{"a":"q\" z"}"#));
+        assert!(!crate::json::is_compact(r#"{"a": 1}"#));
+        assert!(!crate::json::is_compact("{\"a\":1}\n"));
     }
 }

@@ -80,18 +80,6 @@ fn ttl_of(text: Option<&str>) -> Result<Option<Ttl>, ApiError> {
     }
 }
 
-/// The name of a JSON value's type, for messages.
-fn json_kind(text: &str) -> &'static str {
-    match text.as_bytes().first() {
-        Some(b'{') => "an object",
-        Some(b'[') => "an array",
-        Some(b'"') => "a string",
-        Some(b't' | b'f') => "a boolean",
-        Some(b'n') => "null",
-        _ => "a number",
-    }
-}
-
 /// The body of an add: every field optional here, so missing ones get our own messages.
 #[derive(Debug, Deserialize)]
 struct AddBody {
@@ -105,7 +93,7 @@ impl AddBody {
         if !raw.get().starts_with('{') {
             return Err(ApiError(Error::invalid(format!(
                 "the body must be a JSON object {{\"key\", \"value\", \"ttl\"?}}; got {}",
-                json_kind(raw.get())
+                quintet_core::json::kind_of_text(raw.get())
             ))));
         }
         let body: AddBody = serde_json::from_str(raw.get()).map_err(|e| {

@@ -55,7 +55,7 @@ async fn enqueue(
         return Err(Error::invalid(format!(
             "a job must be a JSON object, e.g. {{\"type\":\"welcome-email\",\"to\":\"ann@example.com\"}}; \
              got {}",
-            kind_of(&body)
+            quintet_core::json::kind(&body)
         ))
         .into());
     };
@@ -71,17 +71,6 @@ async fn enqueue(
         StatusCode::CREATED,
         &json!({"ok": true, "id": id}),
     ))
-}
-
-fn kind_of(v: &Value) -> &'static str {
-    match v {
-        Value::Null => "null",
-        Value::Bool(_) => "a boolean",
-        Value::Number(_) => "a number",
-        Value::String(_) => "a string",
-        Value::Array(_) => "an array",
-        Value::Object(_) => "an object",
-    }
 }
 
 fn idempotency_key(headers: &HeaderMap) -> Result<Option<IdempotencyKey>, Error> {
