@@ -7,6 +7,10 @@
 //!   [`quintet_core::ports::registry::Registry`] with the same rules and messages as the
 //!   SQLite registry, plus a change feed across nodes (`NOTIFY` in each change's
 //!   transaction, one `LISTEN` connection per node; see [`feed`]).
+//! - [`PgSearchIndex`]: search instances in shared tables (postings, a vocabulary with a
+//!   `pg_trgm` index for typos, BM25 statistics), implementing
+//!   [`quintet_core::ports::search::SearchIndex`] with the ranking rules of
+//!   `quintet_core::search`.
 //! - [`error`]: PostgreSQL's errors as `core::Error`s, mapped in one place.
 //!
 //! Everything lives in the schema the URL's `search_path` names, in tables prefixed
@@ -18,7 +22,9 @@ pub mod database;
 pub mod error;
 pub mod feed;
 pub mod registry;
+pub mod search;
 
 pub use config::PgConfig;
 pub use database::{PgClient, PgDatabase};
 pub use registry::PgRegistry;
+pub use search::PgSearchIndex;

@@ -1,0 +1,452 @@
+//! Answering a query: expand each word to index terms from the vocabulary, read their
+//! postings, score documents with BM25 in Rust, rank them as `core::search::query::rank`
+//! does, and read only the documents the answer shows.
+//!
+//! Candidate terms for a word come from `quintet_search_terms`:
+//! - exact: the term itself (primary key);
+//! - completions (last word): the B-tree range `[word, successor(word))`, the 50 most
+//!   frequent (what [`select_expansions`] would keep of them);
+//! - typos: terms with the word's first letter (typos spare it) and a length within the
+//!   budget, narrowed by `pg_trgm`'s GIN index where that cannot lose a match (see
+//!   [`trigram_threshold`]); `core::search::typo` decides which candidates really match.
+
+use std::collections::{BTreeMap, HashMap, HashSet};
+
+use quintet_core::{
+    Error, Instance, Result,
+    ports::data::Document,
+    search::{
+        Expansion, QueryPlan, QueryWord, SearchMatch, SearchQuery,
+        document::filter_matches,
+        query::{MAX_EXPANSIONS, explain, rank, select_expansions},
+    },
+};
+use tokio_postgres::{IsolationLevel, Transaction, types::ToSql};
+
+use super::{config_of, gone};
+use crate::{database::PgDatabase, error::pg_error};
+
+/// BM25's term frequency saturation, as in tantivy and Lucene.
+const K1: f64 = 1.2;
+/// BM25's length normalization, as in tantivy and Lucene.
+const B: f64 = 0.75;
+/// A word's score is its best field's plus this share of its other fields' (as the
+/// embedded engine's "best fields" query).
+const FIELD_TIE_BREAKER: f64 = 0.2;
+/// Documents read per round trip while shaping the answer.
+const READ_CHUNK: usize = 200;
+
+/// Answer `query` on `instance`; `trgm` is the schema of `pg_trgm`.
+pub(super) async fn run(
+    db: &PgDatabase,
+    trgm: &str,
+    instance: &Instance,
+    query: &SearchQuery,
+) -> Result<Vec<SearchMatch>> {
+    let config = config_of(instance)?;
+    let id = instance.id.0;
+    let plan = QueryPlan::new(&query.query);
+    let fields: Vec<i16> = config
+        .fields
+        .iter()
+        .enumerate()
+        .filter(|(_, f)| query.fields.contains(f))
+        .filter_map(|(i, _)| i16::try_from(i).ok())
+        .collect();
+    if plan.words.is_empty() || fields.is_empty() {
+        return Ok(Vec::new());
+    }
+    let mut client = db.client().await?;
+    // One snapshot for statistics, vocabulary, postings and documents.
+    let tx = client
+        .build_transaction()
+        .isolation_level(IsolationLevel::RepeatableRead)
+        .read_only(true)
+        .start()
+        .await
+        .map_err(pg_error)?;
+    let stats = tx
+        .query_opt(
+            "SELECT docs, tokens FROM quintet_search_instances WHERE instance = $1",
+            &[&id],
+        )
+        .await
+        .map_err(pg_error)?
+        .ok_or_else(|| gone(instance.name.as_str()))?;
+    let total_docs: i64 = stats.get(0);
+    let tokens: Vec<i64> = stats.get(1);
+
+    let mut expansions = Vec::with_capacity(plan.words.len());
+    for word in &plan.words {
+        expansions.push(expand(&tx, trgm, id, &fields, word).await?);
+    }
+    if expansions.iter().all(Vec::is_empty) {
+        return Ok(Vec::new());
+    }
+    let terms: Vec<&str> = {
+        let mut set: Vec<&str> = expansions
+            .iter()
+            .flatten()
+            .map(|e| e.term.as_str())
+            .collect();
+        set.sort_unstable();
+        set.dedup();
+        set
+    };
+    // Postings of every expansion in the searched fields: doc → (field, term) → tf.
+    let rows = tx
+        .query(
+            "SELECT field, term, doc, tf FROM quintet_search_postings \
+             WHERE instance = $1 AND field = ANY($2) AND term = ANY($3)",
+            &[&id, &fields, &terms],
+        )
+        .await
+        .map_err(pg_error)?;
+    let mut doc_freq: HashMap<(i16, String), u64> = HashMap::new();
+    let mut postings: HashMap<i64, Vec<(i16, String, i32)>> = HashMap::new();
+    for r in &rows {
+        let (field, term, doc, tf): (i16, String, i64, i32) =
+            (r.get(0), r.get(1), r.get(2), r.get(3));
+        *doc_freq.entry((field, term.clone())).or_default() += 1;
+        postings.entry(doc).or_default().push((field, term, tf));
+    }
+    let doc_ids: Vec<i64> = postings.keys().copied().collect();
+    let lengths: HashMap<i64, (String, Vec<i32>)> = tx
+        .query(
+            "SELECT id, key, lengths FROM quintet_search_docs WHERE id = ANY($1)",
+            &[&doc_ids],
+        )
+        .await
+        .map_err(pg_error)?
+        .iter()
+        .map(|r| (r.get(0), (r.get(1), r.get(2))))
+        .collect();
+
+    let bm25 = Bm25::new(total_docs, &tokens);
+    let mut scored: Vec<Scored> = postings
+        .iter()
+        .filter_map(|(doc, found)| {
+            let (key, lengths) = lengths.get(doc)?;
+            Some(score(
+                *doc,
+                key,
+                lengths,
+                found,
+                &plan,
+                &expansions,
+                &doc_freq,
+                &bm25,
+            ))
+        })
+        .collect();
+    scored.sort_by(|a, b| {
+        b.words
+            .cmp(&a.words)
+            .then(b.tiers.cmp(&a.tiers))
+            .then(b.score.total_cmp(&a.score))
+            .then_with(|| a.key.cmp(&b.key))
+    });
+
+    // Read documents best first until the answer is full (the filter may skip some).
+    let mut matches = Vec::with_capacity(query.limit.min(scored.len()));
+    for chunk in scored.chunks(READ_CHUNK) {
+        let ids: Vec<i64> = chunk.iter().map(|s| s.doc).collect();
+        let srcs: HashMap<i64, String> = tx
+            .query(
+                "SELECT id, src FROM quintet_search_docs WHERE id = ANY($1)",
+                &[&ids],
+            )
+            .await
+            .map_err(pg_error)?
+            .iter()
+            .map(|r| (r.get(0), r.get(1)))
+            .collect();
+        for s in chunk {
+            let Some(src) = srcs.get(&s.doc) else {
+                continue;
+            };
+            let doc: Document = serde_json::from_str(src)
+                .map_err(|e| Error::internal(format!("stored search document: {e}")))?;
+            if !filter_matches(&doc, &query.filter) {
+                continue;
+            }
+            let explained = explain(&plan, &expansions, &doc, &query.fields);
+            matches.push(SearchMatch::new(
+                s.key.clone(),
+                s.score,
+                explained,
+                &doc,
+                config,
+            ));
+            if matches.len() == query.limit {
+                break;
+            }
+        }
+        if matches.len() == query.limit {
+            break;
+        }
+    }
+    tx.commit().await.map_err(pg_error)?;
+    rank(&mut matches);
+    Ok(matches)
+}
+
+/// A candidate document with its ranking keys.
+struct Scored {
+    doc: i64,
+    key: String,
+    words: usize,
+    tiers: u32,
+    score: f64,
+}
+
+/// BM25 statistics of the instance.
+struct Bm25 {
+    total_docs: f64,
+    /// Average tokens per document, per configured field.
+    average: Vec<f64>,
+}
+
+impl Bm25 {
+    fn new(total_docs: i64, tokens: &[i64]) -> Self {
+        let n = total_docs.max(1) as f64;
+        Self {
+            total_docs: total_docs.max(0) as f64,
+            average: tokens.iter().map(|t| (*t).max(0) as f64 / n).collect(),
+        }
+    }
+
+    /// The BM25 score of a term found `tf` times in a field of `length` tokens, the term
+    /// being in `doc_freq` documents' field `field`.
+    fn score(&self, field: i16, tf: i32, length: i32, doc_freq: u64) -> f64 {
+        let df = doc_freq as f64;
+        let idf = (1.0 + (self.total_docs - df + 0.5) / (df + 0.5)).ln();
+        let average = self
+            .average
+            .get(usize::try_from(field).unwrap_or(0))
+            .copied()
+            .filter(|a| *a > 0.0)
+            .unwrap_or(1.0);
+        let tf = f64::from(tf);
+        let norm = K1 * (1.0 - B + B * f64::from(length) / average);
+        idf * (K1 + 1.0) * tf / (tf + norm)
+    }
+}
+
+/// The ranking keys of document `doc` holding `found` (field, term, tf) of the expansions,
+/// computed as `explain` does (words matched, best tiers) plus the BM25 part: per word, the
+/// best weighted term in each field, the best field plus a share of the others.
+#[allow(clippy::too_many_arguments)]
+fn score(
+    doc: i64,
+    key: &str,
+    lengths: &[i32],
+    found: &[(i16, String, i32)],
+    plan: &QueryPlan,
+    expansions: &[Vec<Expansion>],
+    doc_freq: &HashMap<(i16, String), u64>,
+    bm25: &Bm25,
+) -> Scored {
+    let mut out = Scored {
+        doc,
+        key: key.to_owned(),
+        words: 0,
+        tiers: 0,
+        score: 0.0,
+    };
+    for (word, exps) in plan.words.iter().zip(expansions) {
+        let word_chars = word.text.chars().count();
+        let mut best_tier: Option<u32> = None;
+        let mut per_field: BTreeMap<i16, f64> = BTreeMap::new();
+        for e in exps {
+            for (field, term, tf) in found.iter().filter(|(_, t, _)| *t == e.term) {
+                best_tier = best_tier.max(Some(e.kind.tier()));
+                let length = lengths
+                    .get(usize::try_from(*field).unwrap_or(0))
+                    .copied()
+                    .unwrap_or(0);
+                let df = doc_freq.get(&(*field, term.clone())).copied().unwrap_or(1);
+                let weight = f64::from(e.kind.weight(word_chars, e.term.chars().count()));
+                let s = weight * bm25.score(*field, *tf, length, df);
+                let slot = per_field.entry(*field).or_insert(0.0);
+                if s > *slot {
+                    *slot = s;
+                }
+            }
+        }
+        let Some(tier) = best_tier else {
+            continue;
+        };
+        out.words += 1;
+        out.tiers += tier;
+        let best = per_field.values().copied().fold(0.0, f64::max);
+        let sum: f64 = per_field.values().sum();
+        out.score += best + FIELD_TIE_BREAKER * (sum - best);
+    }
+    out
+}
+
+/// The smallest string above every string starting with `s` (`None` when `s` ends with
+/// the last code point).
+fn successor(s: &str) -> Option<String> {
+    let last = s.chars().last()?;
+    let next = (u32::from(last) + 1..=0x10FFFF).find_map(char::from_u32)?;
+    let mut out = s[..s.len() - last.len_utf8()].to_owned();
+    out.push(next);
+    Some(out)
+}
+
+/// The `pg_trgm.word_similarity_threshold` below which no term within `budget` typos of
+/// `word` (or of a prefix of it, when `prefix`) can fall, or `None` when trigrams cannot
+/// narrow the search without losing matches.
+///
+/// `pg_trgm` pads a word with two spaces in front and one behind; `word_similarity(w, t)`
+/// is the share of `w`'s distinct trigrams found in `t`. An edit destroys at most three
+/// trigrams, a swap of neighbours four, and a completion loses the word's last (padded)
+/// trigram, so at least `trigrams − 4·budget − prefix` remain. Only for ASCII words:
+/// `pg_trgm`'s idea of a word character depends on the database's locale elsewhere.
+fn trigram_threshold(word: &str, budget: u8, prefix: bool) -> Option<f64> {
+    if !word.bytes().all(|b| b.is_ascii_alphanumeric()) {
+        return None;
+    }
+    let padded: Vec<u8> = [b"  ", word.as_bytes(), b" "].concat();
+    let distinct: HashSet<&[u8]> = padded.windows(3).collect();
+    let all = distinct.len();
+    let lost = 4 * usize::from(budget) + usize::from(prefix);
+    let kept = all.checked_sub(lost).filter(|k| *k > 0)?;
+    // A little below the bound, against rounding in PostgreSQL's float4 arithmetic.
+    Some(kept as f64 / all as f64 - 0.001)
+}
+
+/// The index terms `word` may match in the searched `fields`, the best kept.
+async fn expand(
+    tx: &Transaction<'_>,
+    trgm: &str,
+    id: i64,
+    fields: &[i16],
+    word: &QueryWord,
+) -> Result<Vec<Expansion>> {
+    // term → documents holding it in any searched field
+    let mut found: BTreeMap<String, u64> = BTreeMap::new();
+    let mut collect = |rows: Vec<tokio_postgres::Row>| {
+        for r in rows {
+            let n: i64 = r.get(1);
+            found.insert(r.get(0), u64::try_from(n).unwrap_or(0));
+        }
+    };
+    let text = word.text.as_str();
+    collect(
+        tx.query(
+            "SELECT term, sum(docs)::bigint FROM quintet_search_terms \
+             WHERE instance = $1 AND field = ANY($2) AND term = $3 GROUP BY term",
+            &[&id, &fields, &text],
+        )
+        .await
+        .map_err(pg_error)?,
+    );
+    let limit = i64::try_from(MAX_EXPANSIONS).unwrap_or(50);
+    if word.prefix {
+        let rows = match successor(text) {
+            Some(upper) => {
+                tx.query(
+                    "SELECT term, sum(docs)::bigint AS n FROM quintet_search_terms \
+                     WHERE instance = $1 AND field = ANY($2) AND term > $3 AND term < $4 \
+                     GROUP BY term ORDER BY n DESC, char_length(term), term LIMIT $5",
+                    &[&id, &fields, &text, &upper, &limit],
+                )
+                .await
+            }
+            None => {
+                tx.query(
+                    "SELECT term, sum(docs)::bigint AS n FROM quintet_search_terms \
+                     WHERE instance = $1 AND field = ANY($2) AND term > $3 \
+                       AND starts_with(term, $3) \
+                     GROUP BY term ORDER BY n DESC, char_length(term), term LIMIT $4",
+                    &[&id, &fields, &text, &limit],
+                )
+                .await
+            }
+        }
+        .map_err(pg_error)?;
+        collect(rows);
+    }
+    if word.budget > 0
+        && let Some(first) = text.chars().next()
+    {
+        let first = first.to_string();
+        let chars = i32::try_from(text.chars().count()).unwrap_or(i32::MAX);
+        let budget = i32::from(word.budget);
+        let shortest = chars - budget;
+        let longest = if word.prefix {
+            i32::MAX
+        } else {
+            chars + budget
+        };
+        let mut sql = String::from(
+            "SELECT term, sum(docs)::bigint FROM quintet_search_terms \
+             WHERE instance = $1 AND field = ANY($2) AND starts_with(term, $3) AND term >= $3 \
+               AND char_length(term) BETWEEN $4 AND $5",
+        );
+        let upper = successor(&first);
+        let mut params: Vec<&(dyn ToSql + Sync)> = vec![&id, &fields, &first, &shortest, &longest];
+        if let Some(upper) = &upper {
+            sql.push_str(" AND term < $6");
+            params.push(upper);
+        }
+        if let Some(threshold) = trigram_threshold(text, word.budget, word.prefix) {
+            let threshold = format!("{threshold:.4}");
+            tx.execute(
+                "SELECT set_config('pg_trgm.word_similarity_threshold', $1, true)",
+                &[&threshold],
+            )
+            .await
+            .map_err(pg_error)?;
+            let n = params.len() + 1;
+            sql.push_str(&format!(
+                " AND ${n} OPERATOR(\"{}\".<%) term",
+                trgm.replace('"', "\"\"")
+            ));
+            params.push(&text);
+        }
+        sql.push_str(" GROUP BY term");
+        collect(tx.query(&sql, &params).await.map_err(pg_error)?);
+    }
+    let candidates = found
+        .into_iter()
+        .filter_map(|(term, doc_freq)| {
+            word.classify(&term).map(|kind| Expansion {
+                term,
+                kind,
+                doc_freq,
+            })
+        })
+        .collect();
+    Ok(select_expansions(candidates))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn successors_bound_prefix_ranges() {
+        assert_eq!(successor("ab").as_deref(), Some("ac"));
+        assert_eq!(successor("a\u{D7FF}").as_deref(), Some("a\u{E000}"));
+        assert_eq!(successor("\u{10FFFF}"), None);
+        assert_eq!(successor(""), None);
+    }
+
+    #[test]
+    fn trigram_thresholds_keep_every_match() {
+        // "matirx" → "matrix": 3 of 7 trigrams survive a swap (PostgreSQL says 0.4286).
+        let t = trigram_threshold("matirx", 1, false).unwrap();
+        assert!(t <= 3.0 / 7.0, "{t}");
+        // "treminatro" → "terminator": two swaps leave 3 of 11 (0.2727).
+        let t = trigram_threshold("treminatro", 2, false).unwrap();
+        assert!(t <= 3.0 / 11.0, "{t}");
+        // Too short to narrow, or not ASCII: no trigram condition.
+        assert_eq!(trigram_threshold("ghots", 1, true), Some(1.0 / 6.0 - 0.001));
+        assert_eq!(trigram_threshold("abcd", 1, true), None);
+        assert_eq!(trigram_threshold("straße", 1, false), None);
+    }
+}
