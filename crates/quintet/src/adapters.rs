@@ -5,14 +5,18 @@
 //! | setting | embedded (default) | scale-out |
 //! |---|---|---|
 //! | `--registry` | `registry.db` in the data directory | `postgres://…` (feature `postgres`) |
+//! | `--search` | tantivy indexes in the data directory | `postgres://…` (feature `postgres`; needs a PostgreSQL registry) |
 //!
-//! Service contents (data, cache, search, queue, storage) stay in the embedded adapters
-//! in this version, whatever the registry.
+//! Settings naming the same PostgreSQL URL share one connection pool. Service contents
+//! without a scale-out setting stay in the embedded adapters.
 
 use std::sync::Arc;
 
 use anyhow::bail;
-use quintet_core::{Clock, ports::registry::Registry};
+use quintet_core::{
+    Clock,
+    ports::{registry::Registry, search::SearchIndex},
+};
 use quintet_embedded::Embedded;
 use quintet_server::Services;
 
@@ -60,6 +64,41 @@ fn postgres(_url: &str) -> anyhow::Result<RegistryChoice> {
     )
 }
 
+/// Where search indexes live.
+#[derive(Debug, Clone, PartialEq, Eq, Default)]
+pub enum SearchChoice {
+    /// tantivy indexes in the data directory: one node.
+    #[default]
+    Embedded,
+    /// PostgreSQL tables (postings, vocabulary, BM25 statistics) shared by every node.
+    #[cfg(feature = "postgres")]
+    Postgres(quintet_postgres::PgConfig),
+}
+
+impl SearchChoice {
+    /// Parse a `--search` value: `embedded`, or a `postgres://` URL.
+    pub fn parse(value: &str) -> anyhow::Result<Self> {
+        let value = value.trim();
+        if value == "embedded" {
+            return Ok(Self::Embedded);
+        }
+        if value.starts_with("postgres://") || value.starts_with("postgresql://") {
+            #[cfg(feature = "postgres")]
+            return Ok(Self::Postgres(quintet_postgres::PgConfig::new(value)?));
+            #[cfg(not(feature = "postgres"))]
+            bail!(
+                "this quintet was built without PostgreSQL support: rebuild it with the cargo \
+                 feature \"postgres\" (on by default) to use --search postgres://…"
+            );
+        }
+        bail!(
+            "--search must be \"embedded\" or a PostgreSQL URL such as \
+             postgres://user@host:5432/database, not \"{}\"",
+            redact(value)
+        )
+    }
+}
+
 /// A value shown in an error with the password of its user part hidden, in case it was a
 /// URL with one.
 fn redact(value: &str) -> String {
@@ -80,6 +119,49 @@ fn redact(value: &str) -> String {
 pub struct Adapters {
     /// Where the registry lives.
     pub registry: RegistryChoice,
+    /// Where search indexes live.
+    pub search: SearchChoice,
+}
+
+impl Adapters {
+    /// Refuse combinations that cannot work.
+    pub fn check(&self) -> anyhow::Result<()> {
+        #[cfg(feature = "postgres")]
+        if matches!(self.search, SearchChoice::Postgres(_))
+            && self.registry == RegistryChoice::Embedded
+        {
+            // Instance ids come from the registry: nodes sharing search tables must share
+            // the registry too, or their ids would collide and their sweeps remove each
+            // other's instances.
+            bail!(
+                "--search postgres://… needs --registry postgres://… as well: search on \
+                 PostgreSQL is shared by nodes, and they must share the registry that names \
+                 its instances"
+            );
+        }
+        Ok(())
+    }
+}
+
+/// PostgreSQL pools opened so far, one per URL, so adapters on the same database share one.
+#[cfg(feature = "postgres")]
+#[derive(Default)]
+struct PgPools(Vec<(String, quintet_postgres::PgDatabase)>);
+
+#[cfg(feature = "postgres")]
+impl PgPools {
+    /// The pool for `config`'s URL, opened on first use.
+    async fn get(
+        &mut self,
+        config: &quintet_postgres::PgConfig,
+    ) -> quintet_core::Result<quintet_postgres::PgDatabase> {
+        if let Some((_, db)) = self.0.iter().find(|(url, _)| *url == config.url) {
+            return Ok(db.clone());
+        }
+        let db = quintet_postgres::PgDatabase::connect(config).await?;
+        self.0.push((config.url.clone(), db.clone()));
+        Ok(db)
+    }
 }
 
 /// What [`open`] opened.
@@ -98,12 +180,16 @@ pub async fn open(
     embedded: &Embedded,
     clock: Arc<dyn Clock>,
 ) -> anyhow::Result<Opened> {
+    adapters.check()?;
+    #[cfg(feature = "postgres")]
+    let mut pools = PgPools::default();
     let (registry, registry_identity): (Arc<dyn Registry>, String) = match &adapters.registry {
         RegistryChoice::Embedded => (embedded.registry.clone(), "embedded".to_owned()),
         #[cfg(feature = "postgres")]
         RegistryChoice::Postgres(config) => {
             use anyhow::Context as _;
-            let db = quintet_postgres::PgDatabase::connect(config)
+            let db = pools
+                .get(config)
                 .await
                 .context("cannot open the registry on PostgreSQL")?;
             let registry = quintet_postgres::PgRegistry::open(db, clock)
@@ -123,6 +209,27 @@ pub async fn open(
             (Arc::new(registry), identity)
         }
     };
+    let search: Arc<dyn SearchIndex> = match &adapters.search {
+        SearchChoice::Embedded => embedded.search.clone(),
+        #[cfg(feature = "postgres")]
+        SearchChoice::Postgres(config) => {
+            use anyhow::Context as _;
+            let opened =
+                async { quintet_postgres::PgSearchIndex::open(pools.get(config).await?).await };
+            let search = opened.await.with_context(|| {
+                format!(
+                    "cannot open search on PostgreSQL at {}",
+                    config.redacted_url()
+                )
+            })?;
+            tracing::info!(
+                url = %config.redacted_url(),
+                schema = %search.database().schema(),
+                "search on PostgreSQL"
+            );
+            Arc::new(search)
+        }
+    };
     #[cfg(not(feature = "postgres"))]
     let _ = clock;
     Ok(Opened {
@@ -130,7 +237,7 @@ pub async fn open(
             registry,
             data: embedded.data.clone(),
             cache: embedded.cache.clone(),
-            search: embedded.search.clone(),
+            search,
             queue: embedded.queue.clone(),
             storage: embedded.storage.clone(),
         },
@@ -162,6 +269,42 @@ mod tests {
             pg.is_err_and(|e| e.to_string().contains("built without PostgreSQL")),
             "PostgreSQL URLs need the postgres feature"
         );
+    }
+
+    #[test]
+    fn search_values() {
+        assert_eq!(
+            SearchChoice::parse("embedded").unwrap(),
+            SearchChoice::Embedded
+        );
+        let err = SearchChoice::parse("elastic://u:pw@h").unwrap_err();
+        assert!(err.to_string().contains("--search must be"), "{err}");
+        assert!(!err.to_string().contains("pw"), "{err}");
+        let pg = SearchChoice::parse("postgresql://quintet@db.internal/quintet");
+        #[cfg(feature = "postgres")]
+        assert!(
+            matches!(pg, Ok(SearchChoice::Postgres(ref c)) if c.url.contains("db.internal")),
+            "{pg:?}"
+        );
+        #[cfg(not(feature = "postgres"))]
+        assert!(pg.is_err(), "PostgreSQL URLs need the postgres feature");
+    }
+
+    #[cfg(feature = "postgres")]
+    #[test]
+    fn search_on_postgres_needs_a_postgres_registry() {
+        let search = SearchChoice::parse("postgres://q@h/q").unwrap();
+        let alone = Adapters {
+            search: search.clone(),
+            ..Adapters::default()
+        };
+        let err = alone.check().unwrap_err();
+        assert!(err.to_string().contains("needs --registry"), "{err}");
+        let shared = Adapters {
+            registry: RegistryChoice::parse("postgres://q@h/q").unwrap(),
+            search,
+        };
+        shared.check().unwrap();
     }
 
     #[cfg(feature = "postgres")]

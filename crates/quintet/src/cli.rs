@@ -17,7 +17,7 @@ use quintet_server::config::{DomainAuth, TlsFiles};
 use serde::Deserialize;
 
 use crate::{
-    adapters::{Adapters, RegistryChoice},
+    adapters::{Adapters, RegistryChoice, SearchChoice},
     admin,
 };
 
@@ -94,6 +94,17 @@ pub struct ServeArgs {
         hide_env_values = true
     )]
     pub registry: Option<String>,
+
+    /// Where search indexes live: `embedded` (tantivy, in the data directory) or a
+    /// PostgreSQL URL shared by every node (needs a PostgreSQL --registry)
+    /// [default: embedded]
+    #[arg(
+        long,
+        env = "QUINTET_SEARCH",
+        value_name = "URL",
+        hide_env_values = true
+    )]
+    pub search: Option<String>,
 
     /// Largest JSON request body, in bytes; larger bodies get 413 [default: 16777216]
     #[arg(long, env = "QUINTET_MAX_BODY_BYTES", value_name = "BYTES")]
@@ -199,6 +210,7 @@ pub(crate) struct FileConfig {
     pub(crate) listen: Option<SocketAddr>,
     pub(crate) data_dir: Option<PathBuf>,
     registry: Option<String>,
+    search: Option<String>,
     max_body_bytes: Option<usize>,
     max_json_depth: Option<usize>,
     shutdown_timeout: Option<u64>,
@@ -340,6 +352,12 @@ impl ServeArgs {
                     .registry
                     .or(file.registry)
                     .map(|r| RegistryChoice::parse(&r))
+                    .transpose()?
+                    .unwrap_or_default(),
+                search: self
+                    .search
+                    .or(file.search)
+                    .map(|s| SearchChoice::parse(&s))
                     .transpose()?
                     .unwrap_or_default(),
             },
@@ -525,6 +543,31 @@ mod tests {
         let c = parse(&["--config", path]).resolve().unwrap();
         assert_eq!(url(c), "postgres://q@file-host/q");
         let c = parse(&["--config", path, "--registry", "postgresql://q@flag-host/q"])
+            .resolve()
+            .unwrap();
+        assert_eq!(url(c), "postgresql://q@flag-host/q");
+    }
+
+    #[test]
+    fn search_is_embedded_unless_configured() {
+        let c = ServeArgs::default().resolve().unwrap();
+        assert_eq!(c.adapters.search, SearchChoice::Embedded);
+        let err = parse(&["--search", "tantivy"]).resolve().unwrap_err();
+        assert!(format!("{err}").contains("--search must be"), "{err}");
+    }
+
+    #[cfg(feature = "postgres")]
+    #[test]
+    fn search_on_postgres_comes_from_a_flag_or_the_file() {
+        let f = toml_file("search = \"postgres://q@file-host/q\"\n");
+        let path = f.path().to_str().unwrap();
+        let url = |c: ServeConfig| match c.adapters.search {
+            SearchChoice::Postgres(pg) => pg.url,
+            other => panic!("{other:?}"),
+        };
+        let c = parse(&["--config", path]).resolve().unwrap();
+        assert_eq!(url(c), "postgres://q@file-host/q");
+        let c = parse(&["--config", path, "--search", "postgresql://q@flag-host/q"])
             .resolve()
             .unwrap();
         assert_eq!(url(c), "postgresql://q@flag-host/q");
