@@ -297,14 +297,19 @@ fn successor(s: &str) -> Option<String> {
 }
 
 /// The `pg_trgm.word_similarity_threshold` below which no term within `budget` typos of
-/// `word` (or of a prefix of it, when `prefix`) can fall, or `None` when trigrams cannot
-/// narrow the search without losing matches.
+/// `word` (or completing such a word, when `prefix`) can fall, or `None` when trigrams
+/// cannot narrow the search without losing matches.
 ///
-/// `pg_trgm` pads a word with two spaces in front and one behind; `word_similarity(w, t)`
-/// is the share of `w`'s distinct trigrams found in `t`. An edit destroys at most three
-/// trigrams, a swap of neighbours four, and a completion loses the word's last (padded)
-/// trigram, so at least `trigrams − 4·budget − prefix` remain. Only for ASCII words:
-/// `pg_trgm`'s idea of a word character depends on the database's locale elsewhere.
+/// `pg_trgm` pads a word with two spaces in front and one behind. `word_similarity(w, t)`
+/// is the best, over continuous extents `e` of `t`'s trigrams, of `c / (|w| + |e| − c)`,
+/// `c` being the trigrams of `w` in `e` (counts of distinct trigrams). Take for `e` the
+/// part of `t` that matches `w`: an edit destroys at most three of `w`'s trigrams, a swap
+/// of neighbours four, and a completion also loses `w`'s last (padded) trigram, so
+/// `c ≥ |w| − 4·budget − prefix`; the part has at most `len(w) + budget` characters, so
+/// `|e| ≤ len(w) + budget + 1` (one less for a completion, whose padded end is not in
+/// the part). The bound is the similarity at those extremes (it grows with `c`). Only for
+/// ASCII words: `pg_trgm`'s idea of a word character depends on the database's locale
+/// elsewhere. `the_trigram_condition_keeps_every_typo_match` checks it against PostgreSQL.
 fn trigram_threshold(word: &str, budget: u8, prefix: bool) -> Option<f64> {
     if !word.bytes().all(|b| b.is_ascii_alphanumeric()) {
         return None;
@@ -314,8 +319,9 @@ fn trigram_threshold(word: &str, budget: u8, prefix: bool) -> Option<f64> {
     let all = distinct.len();
     let lost = 4 * usize::from(budget) + usize::from(prefix);
     let kept = all.checked_sub(lost).filter(|k| *k > 0)?;
+    let extent = word.len() + usize::from(budget) + usize::from(!prefix);
     // A little below the bound, against rounding in PostgreSQL's float4 arithmetic.
-    Some(kept as f64 / all as f64 - 0.001)
+    Some(kept as f64 / (all + extent - kept) as f64 - 0.001)
 }
 
 /// The index terms `word` may match in the searched `fields`, the best kept.
@@ -438,15 +444,113 @@ mod tests {
 
     #[test]
     fn trigram_thresholds_keep_every_match() {
-        // "matirx" → "matrix": 3 of 7 trigrams survive a swap (PostgreSQL says 0.4286).
+        // "matirx" → "matrix": PostgreSQL's word similarity is 0.4286.
         let t = trigram_threshold("matirx", 1, false).unwrap();
-        assert!(t <= 3.0 / 7.0, "{t}");
-        // "treminatro" → "terminator": two swaps leave 3 of 11 (0.2727).
+        assert!((t - (3.0 / 12.0 - 0.001)).abs() < 1e-9, "{t}");
+        // "treminatro" → "terminator" (two swaps): 0.2727.
         let t = trigram_threshold("treminatro", 2, false).unwrap();
-        assert!(t <= 3.0 / 11.0, "{t}");
+        assert!(t <= 0.2727, "{t}");
+        assert_eq!(trigram_threshold("ghots", 1, true), Some(1.0 / 11.0 - 0.001));
         // Too short to narrow, or not ASCII: no trigram condition.
-        assert_eq!(trigram_threshold("ghots", 1, true), Some(1.0 / 6.0 - 0.001));
         assert_eq!(trigram_threshold("abcd", 1, true), None);
         assert_eq!(trigram_threshold("straße", 1, false), None);
+    }
+
+    /// A small deterministic generator (xorshift), enough to vary typos.
+    struct Rng(u64);
+
+    impl Rng {
+        fn below(&mut self, n: usize) -> usize {
+            self.0 ^= self.0 << 13;
+            self.0 ^= self.0 >> 7;
+            self.0 ^= self.0 << 17;
+            (self.0 % n as u64) as usize
+        }
+
+        fn letter(&mut self) -> char {
+            let alphabet = b"abcdeilmnorst0123";
+            char::from(alphabet[self.below(alphabet.len())])
+        }
+    }
+
+    /// `word` with one random edit that spares the first letter.
+    fn edit(rng: &mut Rng, word: &str) -> String {
+        let mut c: Vec<char> = word.chars().collect();
+        let at = 1 + rng.below(c.len().max(2) - 1);
+        match rng.below(4) {
+            0 if at < c.len() => c[at] = rng.letter(),
+            1 => c.insert(at.min(c.len()), rng.letter()),
+            2 if at < c.len() && c.len() > 2 => {
+                c.remove(at);
+            }
+            _ if at + 1 < c.len() => c.swap(at, at + 1),
+            _ => c.push(rng.letter()),
+        }
+        c.into_iter().collect()
+    }
+
+    /// The trigram condition never loses a match: for random words and terms within the
+    /// typo budget (and completions of them), PostgreSQL's `word_similarity` reaches the
+    /// threshold the query uses.
+    #[tokio::test]
+    async fn the_trigram_condition_keeps_every_typo_match() {
+        let Some(pg) = quintet_engine_test::postgres("trigram_condition").await else {
+            return;
+        };
+        let db = PgDatabase::connect(&crate::PgConfig::new(pg.url()).unwrap())
+            .await
+            .unwrap();
+        let trgm = super::super::install_trgm(&db).await.unwrap();
+        let mut rng = Rng(0x9E37_79B9_7F4A_7C15);
+        let (mut words, mut terms, mut thresholds) = (Vec::new(), Vec::new(), Vec::new());
+        while words.len() < 10000 {
+            let len = 5 + rng.below(9);
+            let word: String = (0..len).map(|_| rng.letter()).collect();
+            let budget = budget(len);
+            let prefix = rng.below(2) == 0;
+            let mut term = word.clone();
+            for _ in 0..1 + rng.below(usize::from(budget)) {
+                term = edit(&mut rng, &term);
+            }
+            if prefix {
+                for _ in 0..rng.below(6) {
+                    term.push(rng.letter());
+                }
+            }
+            let Some(threshold) = trigram_threshold(&word, budget, prefix) else {
+                continue;
+            };
+            let typo = QueryWord {
+                text: word.clone(),
+                budget,
+                prefix,
+            };
+            if typo.classify(&term).is_none() {
+                continue;
+            }
+            words.push(word);
+            terms.push(term);
+            thresholds.push(threshold);
+        }
+        let client = db.client().await.unwrap();
+        let sql = format!(
+            "SELECT \"{trgm}\".word_similarity(w, t)::float8 FROM unnest($1::text[], $2::text[]) \
+             WITH ORDINALITY AS u(w, t, n) ORDER BY n"
+        );
+        let rows = client.query(&sql, &[&words, &terms]).await.unwrap();
+        for (i, row) in rows.iter().enumerate() {
+            let similarity: f64 = row.get(0);
+            assert!(
+                similarity >= thresholds[i],
+                "{} → {}: similarity {similarity} below the threshold {}",
+                words[i],
+                terms[i],
+                thresholds[i]
+            );
+        }
+    }
+
+    fn budget(len: usize) -> u8 {
+        quintet_core::search::typo::typo_budget(len)
     }
 }
