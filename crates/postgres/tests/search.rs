@@ -217,3 +217,109 @@ async fn a_dropped_instance_refuses_writes() {
     assert!(matches!(late, quintet_core::Error::NotFound(_)), "{late:?}");
     assert_eq!(count(&pg, "quintet_search_docs").await, 0);
 }
+
+/// Words of the relevance corpus, turned into queries: as they are, with a typo, cut
+/// short (a completion), and in pairs.
+fn generated_queries(corpus: &[Value]) -> Vec<String> {
+    let mut words: Vec<String> = Vec::new();
+    for d in corpus {
+        for field in ["title", "body"] {
+            quintet_core::search::tokenize::for_each_token(d[field].as_str().unwrap_or(""), |t| {
+                if !words.iter().any(|w| w == t) {
+                    words.push(t.to_owned());
+                }
+            });
+        }
+    }
+    let mut out = Vec::new();
+    for (i, w) in words.iter().enumerate() {
+        let c: Vec<char> = w.chars().collect();
+        out.push(format!("{w} "));
+        if c.len() >= 5 {
+            let mut typo = c.clone();
+            typo.swap(1 + i % (c.len() - 2), 2 + i % (c.len() - 2));
+            out.push(format!("{} ", typo.iter().collect::<String>()));
+            let mut dropped = c.clone();
+            dropped.remove(1 + i % (c.len() - 1));
+            out.push(dropped.iter().collect());
+        }
+        if c.len() >= 3 {
+            out.push(c[..c.len() - 1].iter().collect());
+        }
+        if let Some(next) = words.get(i * 7 % words.len()) {
+            out.push(format!("{w} {next}"));
+        }
+    }
+    out
+}
+
+/// The relevance corpus on tantivy and on PostgreSQL, asked the relevance queries and
+/// hundreds of generated ones: the same documents match, with the same explanation, in
+/// the same order.
+#[tokio::test]
+async fn answers_like_the_embedded_engine() {
+    use quintet_embedded::search::TantivySearchIndex;
+    let Some(pg) = quintet_engine_test::postgres("search_same_as_tantivy").await else {
+        return;
+    };
+    let dir = tempfile::tempdir().unwrap();
+    let tantivy = TantivySearchIndex::open(dir.path()).unwrap();
+    let postgres = open(&pg).await;
+    let config = SearchConfig {
+        fields: vec!["title".into(), "body".into()],
+        store_fields: vec!["title".into()],
+    };
+    let inst = conformance::instance(InstanceConfig::Search(config.clone()));
+    let corpus: Vec<Value> = serde_json::from_str(conformance::search::CORPUS).unwrap();
+    let docs: Vec<SearchDoc> = corpus
+        .iter()
+        .map(|d| SearchDoc::from_bulk_entry(d.clone(), &config).unwrap())
+        .collect();
+    for port in [&tantivy as &dyn SearchIndex, &postgres] {
+        port.create_instance(&inst).await.unwrap();
+        port.bulk(&inst, docs.clone()).await.unwrap();
+    }
+    let relevance: Vec<Value> = serde_json::from_str(conformance::search::QUERIES).unwrap();
+    let mut queries: Vec<String> = relevance
+        .iter()
+        .map(|q| q["query"].as_str().unwrap().to_owned())
+        .collect();
+    // Every third generated query keeps the test quick; all of them agree too.
+    queries.extend(generated_queries(&corpus).into_iter().step_by(3));
+    let mut differences = Vec::new();
+    for text in &queries {
+        let q = SearchQuery::from_json(&json!({ "query": text }), &config).unwrap();
+        let shape = |matches: Vec<quintet_core::search::SearchMatch>| {
+            matches
+                .into_iter()
+                .map(|m| {
+                    let mut wire = m.to_json();
+                    wire["score"] = json!(null);
+                    wire
+                })
+                .collect::<Vec<_>>()
+        };
+        let expected = shape(tantivy.query(&inst, &q).await.unwrap());
+        let got = shape(postgres.query(&inst, &q).await.unwrap());
+        if expected != got {
+            let ids = |v: &[Value]| {
+                v.iter()
+                    .map(|m| m["id"].to_string())
+                    .collect::<Vec<_>>()
+                    .join(" ")
+            };
+            differences.push(format!(
+                "{text:?}\n  tantivy:  {}\n  postgres: {}",
+                ids(&expected),
+                ids(&got)
+            ));
+        }
+    }
+    assert!(
+        differences.is_empty(),
+        "{} of {} queries answer differently:\n{}",
+        differences.len(),
+        queries.len(),
+        differences.join("\n")
+    );
+}

@@ -144,7 +144,8 @@ pub(super) async fn run(
             .cmp(&a.words)
             .then(b.tiers.cmp(&a.tiers))
             .then(b.score.total_cmp(&a.score))
-            .then_with(|| a.key.cmp(&b.key))
+            // Ties in the order documents were written, as tantivy breaks them.
+            .then(a.doc.cmp(&b.doc))
     });
 
     // Read documents best first until the answer is full (the filter may skip some).
@@ -450,7 +451,10 @@ mod tests {
         // "treminatro" → "terminator" (two swaps): 0.2727.
         let t = trigram_threshold("treminatro", 2, false).unwrap();
         assert!(t <= 0.2727, "{t}");
-        assert_eq!(trigram_threshold("ghots", 1, true), Some(1.0 / 11.0 - 0.001));
+        assert_eq!(
+            trigram_threshold("ghots", 1, true),
+            Some(1.0 / 11.0 - 0.001)
+        );
         // Too short to narrow, or not ASCII: no trigram condition.
         assert_eq!(trigram_threshold("abcd", 1, true), None);
         assert_eq!(trigram_threshold("straße", 1, false), None);
