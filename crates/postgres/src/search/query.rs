@@ -9,6 +9,11 @@
 //! - typos: terms with the word's first letter (typos spare it) and a length within the
 //!   budget, narrowed by `pg_trgm`'s GIN index where that cannot lose a match (see
 //!   [`trigram_threshold`]); `core::search::typo` decides which candidates really match.
+//!
+//! A query is a handful of round trips in one read-only snapshot: begin, the statistics,
+//! the trigram threshold (when a word has typos), one statement for every word's
+//! candidates, the expansions' postings joined with their documents' keys and lengths, the
+//! shown documents (200 per round trip), commit.
 
 use std::collections::{BTreeMap, HashMap, HashSet};
 
@@ -16,7 +21,7 @@ use quintet_core::{
     Error, Instance, Result,
     ports::data::Document,
     search::{
-        Expansion, QueryPlan, QueryWord, SearchMatch, SearchQuery,
+        Expansion, QueryPlan, SearchMatch, SearchQuery,
         document::filter_matches,
         query::{MAX_EXPANSIONS, explain, rank, select_expansions},
     },
@@ -76,10 +81,7 @@ pub(super) async fn run(
     let total_docs: i64 = stats.get(0);
     let tokens: Vec<i64> = stats.get(1);
 
-    let mut expansions = Vec::with_capacity(plan.words.len());
-    for word in &plan.words {
-        expansions.push(expand(&tx, trgm, id, &fields, word).await?);
-    }
+    let expansions = expand(&tx, trgm, id, &fields, &plan).await?;
     if expansions.iter().all(Vec::is_empty) {
         return Ok(Vec::new());
     }
@@ -93,34 +95,27 @@ pub(super) async fn run(
         set.dedup();
         set
     };
-    // Postings of every expansion in the searched fields: doc → (field, term) → tf.
+    // Postings of every expansion in the searched fields, with their documents' keys and
+    // lengths: doc → (field, term, tf).
     let rows = tx
         .query(
-            "SELECT field, term, doc, tf FROM quintet_search_postings \
-             WHERE instance = $1 AND field = ANY($2) AND term = ANY($3)",
+            "SELECT p.field, p.term, p.doc, p.tf, d.key, d.lengths \
+             FROM quintet_search_postings p JOIN quintet_search_docs d ON d.id = p.doc \
+             WHERE p.instance = $1 AND p.field = ANY($2) AND p.term = ANY($3)",
             &[&id, &fields, &terms],
         )
         .await
         .map_err(pg_error)?;
     let mut doc_freq: HashMap<(i16, String), u64> = HashMap::new();
     let mut postings: HashMap<i64, Vec<(i16, String, i32)>> = HashMap::new();
+    let mut lengths: HashMap<i64, (String, Vec<i32>)> = HashMap::new();
     for r in &rows {
         let (field, term, doc, tf): (i16, String, i64, i32) =
             (r.get(0), r.get(1), r.get(2), r.get(3));
         *doc_freq.entry((field, term.clone())).or_default() += 1;
         postings.entry(doc).or_default().push((field, term, tf));
+        lengths.entry(doc).or_insert_with(|| (r.get(4), r.get(5)));
     }
-    let doc_ids: Vec<i64> = postings.keys().copied().collect();
-    let lengths: HashMap<i64, (String, Vec<i32>)> = tx
-        .query(
-            "SELECT id, key, lengths FROM quintet_search_docs WHERE id = ANY($1)",
-            &[&doc_ids],
-        )
-        .await
-        .map_err(pg_error)?
-        .iter()
-        .map(|r| (r.get(0), (r.get(1), r.get(2))))
-        .collect();
 
     let bm25 = Bm25::new(total_docs, &tokens);
     let mut scored: Vec<Scored> = postings
@@ -325,115 +320,122 @@ fn trigram_threshold(word: &str, budget: u8, prefix: bool) -> Option<f64> {
     Some(kept as f64 / (all + extent - kept) as f64 - 0.001)
 }
 
-/// The index terms `word` may match in the searched `fields`, the best kept.
+/// The index terms each word of `plan` may match in the searched `fields`, the best kept,
+/// looked up in one statement: per word, a branch for the exact term, one for its
+/// completions and one for its typos.
 async fn expand(
     tx: &Transaction<'_>,
     trgm: &str,
     id: i64,
     fields: &[i16],
-    word: &QueryWord,
-) -> Result<Vec<Expansion>> {
-    // term → documents holding it in any searched field
-    let mut found: BTreeMap<String, u64> = BTreeMap::new();
-    let mut collect = |rows: Vec<tokio_postgres::Row>| {
-        for r in rows {
-            let n: i64 = r.get(1);
-            found.insert(r.get(0), u64::try_from(n).unwrap_or(0));
-        }
+    plan: &QueryPlan,
+) -> Result<Vec<Vec<Expansion>>> {
+    let trgm = trgm.replace('"', "\"\"");
+    let mut params: Vec<Box<dyn ToSql + Sync + Send>> =
+        vec![Box::new(id), Box::new(fields.to_vec())];
+    let mut param = |v: Box<dyn ToSql + Sync + Send>| {
+        params.push(v);
+        params.len()
     };
-    let text = word.text.as_str();
-    collect(
-        tx.query(
-            "SELECT term, sum(docs)::bigint FROM quintet_search_terms \
-             WHERE instance = $1 AND field = ANY($2) AND term = $3 GROUP BY term",
-            &[&id, &fields, &text],
-        )
-        .await
-        .map_err(pg_error)?,
-    );
-    let limit = i64::try_from(MAX_EXPANSIONS).unwrap_or(50);
-    if word.prefix {
-        let rows = match successor(text) {
-            Some(upper) => {
-                tx.query(
-                    "SELECT term, sum(docs)::bigint AS n FROM quintet_search_terms \
-                     WHERE instance = $1 AND field = ANY($2) AND term > $3 AND term < $4 \
-                     GROUP BY term ORDER BY n DESC, char_length(term), term LIMIT $5",
-                    &[&id, &fields, &text, &upper, &limit],
-                )
-                .await
-            }
-            None => {
-                tx.query(
-                    "SELECT term, sum(docs)::bigint AS n FROM quintet_search_terms \
-                     WHERE instance = $1 AND field = ANY($2) AND term > $3 \
-                       AND starts_with(term, $3) \
-                     GROUP BY term ORDER BY n DESC, char_length(term), term LIMIT $4",
-                    &[&id, &fields, &text, &limit],
-                )
-                .await
-            }
+    let from = "FROM quintet_search_terms WHERE instance = $1 AND field = ANY($2)";
+    let mut branches: Vec<String> = Vec::new();
+    // The GIN index is searched at the lowest threshold of all words; each word's own
+    // threshold is then checked on the candidates.
+    let mut lowest: Option<f64> = None;
+    for (i, word) in plan.words.iter().enumerate() {
+        let text = param(Box::new(word.text.clone()));
+        branches.push(format!(
+            "(SELECT {i} AS w, term, sum(docs)::bigint AS n {from} AND term = ${text} GROUP BY term)"
+        ));
+        if word.prefix {
+            let range = match successor(&word.text) {
+                Some(upper) => format!("term < ${}", param(Box::new(upper))),
+                None => format!("starts_with(term, ${text})"),
+            };
+            branches.push(format!(
+                "(SELECT {i}, term, sum(docs)::bigint AS n {from} AND term > ${text} AND {range} \
+                 GROUP BY term ORDER BY n DESC, char_length(term), term LIMIT {MAX_EXPANSIONS})"
+            ));
         }
-        .map_err(pg_error)?;
-        collect(rows);
-    }
-    if word.budget > 0
-        && let Some(first) = text.chars().next()
-    {
-        let first = first.to_string();
-        let chars = i32::try_from(text.chars().count()).unwrap_or(i32::MAX);
-        let budget = i32::from(word.budget);
-        let shortest = chars - budget;
+        let Some(first) = word.text.chars().next().filter(|_| word.budget > 0) else {
+            continue;
+        };
+        let chars = word.text.chars().count();
+        let budget = usize::from(word.budget);
+        let shortest = chars.saturating_sub(budget);
         let longest = if word.prefix {
-            i32::MAX
+            i32::MAX as usize
         } else {
             chars + budget
         };
-        let mut sql = String::from(
-            "SELECT term, sum(docs)::bigint FROM quintet_search_terms \
-             WHERE instance = $1 AND field = ANY($2) AND starts_with(term, $3) AND term >= $3 \
-               AND char_length(term) BETWEEN $4 AND $5",
+        let first_p = param(Box::new(first.to_string()));
+        let mut sql = format!(
+            "(SELECT {i}, term, sum(docs)::bigint {from} AND starts_with(term, ${first_p}) \
+             AND term >= ${first_p} AND char_length(term) BETWEEN {shortest} AND {longest}"
         );
-        let upper = successor(&first);
-        let mut params: Vec<&(dyn ToSql + Sync)> = vec![&id, &fields, &first, &shortest, &longest];
-        if let Some(upper) = &upper {
-            sql.push_str(" AND term < $6");
-            params.push(upper);
+        if let Some(upper) = successor(&first.to_string()) {
+            sql.push_str(&format!(" AND term < ${}", param(Box::new(upper))));
         }
-        if let Some(threshold) = trigram_threshold(text, word.budget, word.prefix) {
-            let threshold = format!("{threshold:.4}");
-            tx.execute(
-                "SELECT set_config('pg_trgm.word_similarity_threshold', $1, true)",
-                &[&threshold],
-            )
-            .await
-            .map_err(pg_error)?;
-            let n = params.len() + 1;
+        if let Some(threshold) = trigram_threshold(&word.text, word.budget, word.prefix) {
+            lowest = Some(lowest.map_or(threshold, |l| l.min(threshold)));
             sql.push_str(&format!(
-                " AND ${n} OPERATOR(\"{}\".<%) term",
-                trgm.replace('"', "\"\"")
+                " AND ${text} OPERATOR(\"{trgm}\".<%) term \
+                 AND \"{trgm}\".word_similarity(${text}, term) >= {threshold}"
             ));
-            params.push(&text);
         }
-        sql.push_str(" GROUP BY term");
-        collect(tx.query(&sql, &params).await.map_err(pg_error)?);
+        sql.push_str(" GROUP BY term)");
+        branches.push(sql);
     }
-    let candidates = found
-        .into_iter()
-        .filter_map(|(term, doc_freq)| {
-            word.classify(&term).map(|kind| Expansion {
-                term,
-                kind,
-                doc_freq,
-            })
-        })
+    if let Some(lowest) = lowest {
+        let lowest = format!("{lowest:.6}");
+        tx.execute(
+            "SELECT set_config('pg_trgm.word_similarity_threshold', $1, true)",
+            &[&lowest],
+        )
+        .await
+        .map_err(pg_error)?;
+    }
+    let refs: Vec<&(dyn ToSql + Sync)> = params
+        .iter()
+        .map(|p| p.as_ref() as &(dyn ToSql + Sync))
         .collect();
-    Ok(select_expansions(candidates))
+    let rows = tx
+        .query(&branches.join(" UNION ALL "), &refs)
+        .await
+        .map_err(pg_error)?;
+    // Per word: term → documents holding it in any searched field.
+    let mut found: Vec<BTreeMap<String, u64>> = vec![BTreeMap::new(); plan.words.len()];
+    for r in rows {
+        let (w, term, n): (i32, String, i64) = (r.get(0), r.get(1), r.get(2));
+        if let Some(terms) = usize::try_from(w).ok().and_then(|w| found.get_mut(w)) {
+            terms.insert(term, u64::try_from(n).unwrap_or(0));
+        }
+    }
+    Ok(plan
+        .words
+        .iter()
+        .zip(found)
+        .map(|(word, terms)| {
+            select_expansions(
+                terms
+                    .into_iter()
+                    .filter_map(|(term, doc_freq)| {
+                        word.classify(&term).map(|kind| Expansion {
+                            term,
+                            kind,
+                            doc_freq,
+                        })
+                    })
+                    .collect(),
+            )
+        })
+        .collect())
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+    use quintet_core::search::QueryWord;
 
     #[test]
     fn successors_bound_prefix_ranges() {
