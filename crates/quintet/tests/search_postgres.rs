@@ -38,7 +38,7 @@ async fn two_nodes_share_search_on_postgres() {
         "--admin-token",
         "shared-admin-token-for-both-nodes",
     ];
-    let a = Process::spawn(Path::new(BIN), &dir.path().join("a"), &args);
+    let mut a = Process::spawn(Path::new(BIN), &dir.path().join("a"), &args);
     let b = Process::spawn(Path::new(BIN), &dir.path().join("b"), &args);
 
     a.create(
@@ -78,6 +78,21 @@ async fn two_nodes_share_search_on_postgres() {
     assert_eq!(ids(&a, "matrix").await, Vec::<String>::new());
     a.get("/search/movies/matrix").await.expect(404);
     assert_eq!(ids(&a, "alien ghostbusters").await.len(), 2);
+
+    // Acknowledged writes are PostgreSQL's: they survive kill -9 of the node that made them.
+    a.post(
+        "/search/movies",
+        json!({"key": "jaws", "doc": {"title": "Jaws", "body": "a shark"}}),
+    )
+    .await
+    .expect(201);
+    a.restart();
+    assert_eq!(
+        ids(&a, "shrak ").await,
+        ["jaws"],
+        "a swap in a 5-letter word"
+    );
+    assert_eq!(ids(&a, "jaws").await, ["jaws"]);
 
     // Destroying the instance through A removes it for B too.
     a.delete("/search/movies").await.expect(200);
