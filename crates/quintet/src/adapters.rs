@@ -5,14 +5,18 @@
 //! | setting | embedded (default) | scale-out |
 //! |---|---|---|
 //! | `--registry` | `registry.db` in the data directory | `postgres://…` (feature `postgres`) |
+//! | `--cache` | `cache.db` in the data directory | `redis://…` (feature `redis`) |
 //!
-//! Service contents (data, cache, search, queue, storage) stay in the embedded adapters
-//! in this version, whatever the registry.
+//! The other services' contents (data, search, queue, storage) stay in the embedded
+//! adapters in this version, whatever the registry.
 
 use std::sync::Arc;
 
 use anyhow::bail;
-use quintet_core::{Clock, ports::registry::Registry};
+use quintet_core::{
+    Clock,
+    ports::{cache::Cache, registry::Registry},
+};
 use quintet_embedded::Embedded;
 use quintet_server::Services;
 
@@ -60,6 +64,47 @@ fn postgres(_url: &str) -> anyhow::Result<RegistryChoice> {
     )
 }
 
+/// Where cache entries live.
+#[derive(Debug, Clone, PartialEq, Eq, Default)]
+pub enum CacheChoice {
+    /// The embedded cache in the data directory: one node.
+    #[default]
+    Embedded,
+    /// Redis, shared by every node on the same server and database.
+    #[cfg(feature = "redis")]
+    Redis(quintet_redis::RedisConfig),
+}
+
+impl CacheChoice {
+    /// Parse a `--cache` value: `embedded`, or a `redis://` URL.
+    pub fn parse(value: &str) -> anyhow::Result<Self> {
+        let value = value.trim();
+        if value == "embedded" {
+            return Ok(Self::Embedded);
+        }
+        if value.starts_with("redis://") {
+            return redis(value);
+        }
+        bail!(
+            "--cache must be \"embedded\" or a Redis URL such as redis://host:6379/0, not \"{}\"",
+            redact(value)
+        )
+    }
+}
+
+#[cfg(feature = "redis")]
+fn redis(url: &str) -> anyhow::Result<CacheChoice> {
+    Ok(CacheChoice::Redis(quintet_redis::RedisConfig::new(url)?))
+}
+
+#[cfg(not(feature = "redis"))]
+fn redis(_url: &str) -> anyhow::Result<CacheChoice> {
+    bail!(
+        "this quintet was built without Redis support: rebuild it with the cargo feature \
+         \"redis\" (on by default) to use --cache redis://…"
+    )
+}
+
 /// A value shown in an error with the password of its user part hidden, in case it was a
 /// URL with one.
 fn redact(value: &str) -> String {
@@ -80,6 +125,8 @@ fn redact(value: &str) -> String {
 pub struct Adapters {
     /// Where the registry lives.
     pub registry: RegistryChoice,
+    /// Where cache entries live.
+    pub cache: CacheChoice,
 }
 
 /// What [`open`] opened.
@@ -106,7 +153,7 @@ pub async fn open(
             let db = quintet_postgres::PgDatabase::connect(config)
                 .await
                 .context("cannot open the registry on PostgreSQL")?;
-            let registry = quintet_postgres::PgRegistry::open(db, clock)
+            let registry = quintet_postgres::PgRegistry::open(db, Arc::clone(&clock))
                 .await
                 .with_context(|| {
                     format!(
@@ -123,19 +170,57 @@ pub async fn open(
             (Arc::new(registry), identity)
         }
     };
-    #[cfg(not(feature = "postgres"))]
-    let _ = clock;
+    let cache = open_cache(&adapters.cache, embedded, &registry_identity, &clock).await?;
     Ok(Opened {
         services: Services {
             registry,
             data: embedded.data.clone(),
-            cache: embedded.cache.clone(),
+            cache,
             search: embedded.search.clone(),
             queue: embedded.queue.clone(),
             storage: embedded.storage.clone(),
         },
         registry_identity,
     })
+}
+
+/// The cache `choice` names. Redis keys go under `quintet:<registry identity>:`, so
+/// deployments on different registries can share a Redis database without meeting (nor
+/// sweeping) each other's entries.
+async fn open_cache(
+    choice: &CacheChoice,
+    embedded: &Embedded,
+    registry_identity: &str,
+    clock: &Arc<dyn Clock>,
+) -> anyhow::Result<Arc<dyn Cache>> {
+    #[cfg(not(feature = "redis"))]
+    let _ = (registry_identity, clock);
+    match choice {
+        CacheChoice::Embedded => Ok(embedded.cache.clone()),
+        #[cfg(feature = "redis")]
+        CacheChoice::Redis(config) => {
+            use anyhow::Context as _;
+            let config = config
+                .clone()
+                .with_prefix(format!("quintet:{registry_identity}:"));
+            let cache = quintet_redis::RedisCache::connect(&config, Arc::clone(clock))
+                .await
+                .with_context(|| {
+                    format!(
+                        "cannot open the cache on Redis at {}",
+                        config.redacted_url()
+                    )
+                })?;
+            if registry_identity == "embedded" {
+                tracing::warn!(
+                    "cache on Redis with the embedded registry: only one node may use this \
+                     Redis database this way (use --registry postgres://… to share it)"
+                );
+            }
+            tracing::info!(url = %config.redacted_url(), prefix = %config.prefix, "cache on Redis");
+            Ok(Arc::new(cache))
+        }
+    }
 }
 
 #[cfg(test)]
@@ -161,6 +246,28 @@ mod tests {
         assert!(
             pg.is_err_and(|e| e.to_string().contains("built without PostgreSQL")),
             "PostgreSQL URLs need the postgres feature"
+        );
+    }
+
+    #[test]
+    fn cache_values() {
+        assert_eq!(
+            CacheChoice::parse("embedded").unwrap(),
+            CacheChoice::Embedded
+        );
+        let err = CacheChoice::parse("memcached://u:pw@h:11211").unwrap_err();
+        assert!(err.to_string().contains("--cache must be"), "{err}");
+        assert!(!err.to_string().contains("pw"), "{err}");
+        let redis = CacheChoice::parse("redis://cache.internal:6379/2");
+        #[cfg(feature = "redis")]
+        assert!(
+            matches!(redis, Ok(CacheChoice::Redis(ref c)) if c.url.contains("cache.internal")),
+            "{redis:?}"
+        );
+        #[cfg(not(feature = "redis"))]
+        assert!(
+            redis.is_err_and(|e| e.to_string().contains("built without Redis")),
+            "Redis URLs need the redis feature"
         );
     }
 

@@ -17,7 +17,7 @@ use quintet_server::config::{DomainAuth, TlsFiles};
 use serde::Deserialize;
 
 use crate::{
-    adapters::{Adapters, RegistryChoice},
+    adapters::{Adapters, CacheChoice, RegistryChoice},
     admin,
 };
 
@@ -94,6 +94,17 @@ pub struct ServeArgs {
         hide_env_values = true
     )]
     pub registry: Option<String>,
+
+    /// Where cache entries are kept: `embedded` (in the data directory, one node) or a
+    /// Redis URL shared by every node, e.g. redis://:secret@cache:6379/0. Use it with a
+    /// PostgreSQL --registry, whose identity namespaces the keys [default: embedded]
+    #[arg(
+        long,
+        env = "QUINTET_CACHE",
+        value_name = "URL",
+        hide_env_values = true
+    )]
+    pub cache: Option<String>,
 
     /// Largest JSON request body, in bytes; larger bodies get 413 [default: 16777216]
     #[arg(long, env = "QUINTET_MAX_BODY_BYTES", value_name = "BYTES")]
@@ -199,6 +210,7 @@ pub(crate) struct FileConfig {
     pub(crate) listen: Option<SocketAddr>,
     pub(crate) data_dir: Option<PathBuf>,
     registry: Option<String>,
+    cache: Option<String>,
     max_body_bytes: Option<usize>,
     max_json_depth: Option<usize>,
     shutdown_timeout: Option<u64>,
@@ -340,6 +352,12 @@ impl ServeArgs {
                     .registry
                     .or(file.registry)
                     .map(|r| RegistryChoice::parse(&r))
+                    .transpose()?
+                    .unwrap_or_default(),
+                cache: self
+                    .cache
+                    .or(file.cache)
+                    .map(|c| CacheChoice::parse(&c))
                     .transpose()?
                     .unwrap_or_default(),
             },
@@ -528,6 +546,38 @@ mod tests {
             .resolve()
             .unwrap();
         assert_eq!(url(c), "postgresql://q@flag-host/q");
+    }
+
+    #[test]
+    fn the_cache_is_embedded_unless_configured() {
+        let c = ServeArgs::default().resolve().unwrap();
+        assert_eq!(c.adapters.cache, CacheChoice::Embedded);
+        let f = toml_file("cache = \"embedded\"\n");
+        let c = parse(&["--config", f.path().to_str().unwrap()])
+            .resolve()
+            .unwrap();
+        assert_eq!(c.adapters.cache, CacheChoice::Embedded);
+        let err = parse(&["--cache", "memcached://h:11211"])
+            .resolve()
+            .unwrap_err();
+        assert!(format!("{err}").contains("--cache must be"), "{err}");
+    }
+
+    #[cfg(feature = "redis")]
+    #[test]
+    fn a_redis_cache_comes_from_a_flag_or_the_file() {
+        let f = toml_file("cache = \"redis://file-host:6379/1\"\ncache_max_bytes = 10\n");
+        let path = f.path().to_str().unwrap();
+        let url = |c: ServeConfig| match c.adapters.cache {
+            CacheChoice::Redis(r) => r.url,
+            other => panic!("{other:?}"),
+        };
+        let c = parse(&["--config", path]).resolve().unwrap();
+        assert_eq!(url(c), "redis://file-host:6379/1");
+        let c = parse(&["--config", path, "--cache", "redis://flag-host:6379/2"])
+            .resolve()
+            .unwrap();
+        assert_eq!(url(c), "redis://flag-host:6379/2");
     }
 
     #[test]
