@@ -23,7 +23,7 @@ pub fn redis_error(e: RedisError) -> Error {
         return Error::Unavailable(
             "Redis refused the connection: check the user and password of the Redis URL and \
              that its ACL allows GET, SET, GETRANGE, SETRANGE, MGET, SCAN, UNLINK, SADD, \
-             SREM, SMEMBERS and EVALSHA"
+             SREM, SMEMBERS, EVALSHA, SCRIPT and PING"
                 .into(),
         );
     }
