@@ -329,6 +329,17 @@ impl Cache for RedisCache {
     }
 
     async fn query(&self, instance: &Instance, pattern: &Glob) -> Result<Vec<CacheEntry>> {
+        if pattern.is_exact() {
+            // One key at most: a GET, where a SCAN would walk the whole database.
+            let Ok(key) = pattern.as_str().parse::<CacheKey>() else {
+                return Ok(Vec::new());
+            };
+            let value = self.get(instance, &key).await?;
+            return Ok(value
+                .map(|value| CacheEntry { key, value })
+                .into_iter()
+                .collect());
+        }
         let now = self.clock.now_ms();
         let prefix = self.layout.instance_prefix(instance.id);
         let mut found = Vec::new();
