@@ -5,14 +5,18 @@
 //! | setting | embedded (default) | scale-out |
 //! |---|---|---|
 //! | `--registry` | `registry.db` in the data directory | `postgres://…` (feature `postgres`) |
+//! | `--queue` | `queue.db` in the data directory | `postgres://…` (feature `postgres`) |
 //!
-//! Service contents (data, cache, search, queue, storage) stay in the embedded adapters
-//! in this version, whatever the registry.
+//! Adapters on the same PostgreSQL URL share one connection pool. Other service contents
+//! stay in the embedded adapters in this version.
 
 use std::sync::Arc;
 
 use anyhow::bail;
-use quintet_core::{Clock, ports::registry::Registry};
+use quintet_core::{
+    Clock,
+    ports::{queue::JobQueue, registry::Registry},
+};
 use quintet_embedded::Embedded;
 use quintet_server::Services;
 
@@ -75,11 +79,70 @@ fn redact(value: &str) -> String {
     }
 }
 
+/// Where queued jobs live.
+#[derive(Debug, Clone, PartialEq, Eq, Default)]
+pub enum QueueChoice {
+    /// `queue.db` in the data directory: one node.
+    #[default]
+    Embedded,
+    /// PostgreSQL, shared by every node: any node delivers any job.
+    #[cfg(feature = "postgres")]
+    Postgres(quintet_postgres::PgConfig),
+}
+
+impl QueueChoice {
+    /// Parse a `--queue` value: `embedded`, or a `postgres://` URL.
+    pub fn parse(value: &str) -> anyhow::Result<Self> {
+        let value = value.trim();
+        if value == "embedded" {
+            return Ok(Self::Embedded);
+        }
+        if value.starts_with("postgres://") || value.starts_with("postgresql://") {
+            #[cfg(feature = "postgres")]
+            return Ok(Self::Postgres(quintet_postgres::PgConfig::new(value)?));
+            #[cfg(not(feature = "postgres"))]
+            bail!(
+                "this quintet was built without PostgreSQL support: rebuild it with the cargo \
+                 feature \"postgres\" (on by default) to use --queue postgres://…"
+            );
+        }
+        bail!(
+            "--queue must be \"embedded\" or a PostgreSQL URL such as \
+             postgres://user@host:5432/database, not \"{}\"",
+            redact(value)
+        )
+    }
+}
+
 /// The adapters a node is configured with.
 #[derive(Debug, Clone, PartialEq, Eq, Default)]
 pub struct Adapters {
     /// Where the registry lives.
     pub registry: RegistryChoice,
+    /// Where queued jobs live.
+    pub queue: QueueChoice,
+}
+
+/// PostgreSQL pools opened so far, one per URL, so that adapters on one database share
+/// connections.
+#[cfg(feature = "postgres")]
+#[derive(Debug, Default)]
+struct PgPools(Vec<(String, quintet_postgres::PgDatabase)>);
+
+#[cfg(feature = "postgres")]
+impl PgPools {
+    /// The pool of `config`'s URL, opened on first use.
+    async fn get(
+        &mut self,
+        config: &quintet_postgres::PgConfig,
+    ) -> quintet_core::Result<quintet_postgres::PgDatabase> {
+        if let Some((_, db)) = self.0.iter().find(|(url, _)| *url == config.url) {
+            return Ok(db.clone());
+        }
+        let db = quintet_postgres::PgDatabase::connect(config).await?;
+        self.0.push((config.url.clone(), db.clone()));
+        Ok(db)
+    }
 }
 
 /// What [`open`] opened.
@@ -98,15 +161,18 @@ pub async fn open(
     embedded: &Embedded,
     clock: Arc<dyn Clock>,
 ) -> anyhow::Result<Opened> {
+    #[cfg(feature = "postgres")]
+    let mut pools = PgPools::default();
     let (registry, registry_identity): (Arc<dyn Registry>, String) = match &adapters.registry {
         RegistryChoice::Embedded => (embedded.registry.clone(), "embedded".to_owned()),
         #[cfg(feature = "postgres")]
         RegistryChoice::Postgres(config) => {
             use anyhow::Context as _;
-            let db = quintet_postgres::PgDatabase::connect(config)
+            let db = pools
+                .get(config)
                 .await
                 .context("cannot open the registry on PostgreSQL")?;
-            let registry = quintet_postgres::PgRegistry::open(db, clock)
+            let registry = quintet_postgres::PgRegistry::open(db, Arc::clone(&clock))
                 .await
                 .with_context(|| {
                     format!(
@@ -123,6 +189,30 @@ pub async fn open(
             (Arc::new(registry), identity)
         }
     };
+    let queue: Arc<dyn JobQueue> = match &adapters.queue {
+        QueueChoice::Embedded => embedded.queue.clone(),
+        #[cfg(feature = "postgres")]
+        QueueChoice::Postgres(config) => {
+            use anyhow::Context as _;
+            let opened = async {
+                let db = pools.get(config).await?;
+                quintet_postgres::PgJobQueue::open(db, Arc::clone(&clock)).await
+            };
+            let queue = opened.await.with_context(|| {
+                format!(
+                    "cannot open the queue on PostgreSQL at {}",
+                    config.redacted_url()
+                )
+            })?;
+            tracing::info!(
+                url = %config.redacted_url(),
+                schema = %queue.database().schema(),
+                node = %queue.node(),
+                "queue on PostgreSQL, shared by every node"
+            );
+            Arc::new(queue)
+        }
+    };
     #[cfg(not(feature = "postgres"))]
     let _ = clock;
     Ok(Opened {
@@ -131,7 +221,7 @@ pub async fn open(
             data: embedded.data.clone(),
             cache: embedded.cache.clone(),
             search: embedded.search.clone(),
-            queue: embedded.queue.clone(),
+            queue,
             storage: embedded.storage.clone(),
         },
         registry_identity,
@@ -162,6 +252,25 @@ mod tests {
             pg.is_err_and(|e| e.to_string().contains("built without PostgreSQL")),
             "PostgreSQL URLs need the postgres feature"
         );
+    }
+
+    #[test]
+    fn queue_values() {
+        assert_eq!(
+            QueueChoice::parse("embedded").unwrap(),
+            QueueChoice::Embedded
+        );
+        let err = QueueChoice::parse("redis://u:pw@h/0").unwrap_err();
+        assert!(err.to_string().contains("--queue must be"), "{err}");
+        assert!(!err.to_string().contains("pw"), "{err}");
+        let pg = QueueChoice::parse("postgresql://quintet@db.internal/quintet");
+        #[cfg(feature = "postgres")]
+        assert!(
+            matches!(pg, Ok(QueueChoice::Postgres(ref c)) if c.url.contains("db.internal")),
+            "{pg:?}"
+        );
+        #[cfg(not(feature = "postgres"))]
+        assert!(pg.is_err_and(|e| e.to_string().contains("built without PostgreSQL")));
     }
 
     #[cfg(feature = "postgres")]

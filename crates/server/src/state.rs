@@ -8,7 +8,7 @@ use quintet_core::{
         Lifecycle,
         cache::Cache,
         data::DocStore,
-        queue::JobQueue,
+        queue::{DueListener, JobQueue},
         registry::{ChangeListener, Registry},
         search::SearchIndex,
         storage::ObjectStorage,
@@ -120,12 +120,16 @@ impl AppState {
             Arc::clone(&services.registry),
             Arc::clone(&clock),
         );
-        let dispatcher = Arc::new(Dispatcher::new(
+        let dispatcher = Dispatcher::new(
             Arc::clone(&services.queue),
             Arc::clone(&services.registry),
             Arc::clone(&clock),
             config.dispatch_settings(),
-        ));
+        );
+        // Jobs due through other nodes wake this node's pumps (adapters shared by nodes).
+        let due: Weak<Dispatcher> = Arc::downgrade(&dispatcher);
+        let due: Weak<dyn DueListener> = due;
+        services.queue.subscribe(due);
         let instances = Arc::new(Instances::new(
             Arc::clone(&services),
             Arc::clone(&dispatcher),
