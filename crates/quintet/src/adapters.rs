@@ -98,13 +98,7 @@ impl QueueChoice {
             return Ok(Self::Embedded);
         }
         if value.starts_with("postgres://") || value.starts_with("postgresql://") {
-            #[cfg(feature = "postgres")]
-            return Ok(Self::Postgres(quintet_postgres::PgConfig::new(value)?));
-            #[cfg(not(feature = "postgres"))]
-            bail!(
-                "this quintet was built without PostgreSQL support: rebuild it with the cargo \
-                 feature \"postgres\" (on by default) to use --queue postgres://…"
-            );
+            return postgres_queue(value);
         }
         bail!(
             "--queue must be \"embedded\" or a PostgreSQL URL such as \
@@ -112,6 +106,19 @@ impl QueueChoice {
             redact(value)
         )
     }
+}
+
+#[cfg(feature = "postgres")]
+fn postgres_queue(url: &str) -> anyhow::Result<QueueChoice> {
+    Ok(QueueChoice::Postgres(quintet_postgres::PgConfig::new(url)?))
+}
+
+#[cfg(not(feature = "postgres"))]
+fn postgres_queue(_url: &str) -> anyhow::Result<QueueChoice> {
+    bail!(
+        "this quintet was built without PostgreSQL support: rebuild it with the cargo feature \
+         \"postgres\" (on by default) to use --queue postgres://…"
+    )
 }
 
 /// The adapters a node is configured with.
