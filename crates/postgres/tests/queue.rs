@@ -299,3 +299,35 @@ async fn a_lease_running_out_wakes_a_node_by_polling() {
         .unwrap();
     assert_eq!(again.jobs[0].id, held[0].id);
 }
+
+#[tokio::test]
+async fn the_sweep_keeps_queues_the_registry_in_the_schema_records() {
+    let Some(pg) = quintet_engine_test::postgres("queue_sweep_beside_registry").await else {
+        return;
+    };
+    let db = PgDatabase::connect(&PgConfig::new(pg.url()).unwrap())
+        .await
+        .unwrap();
+    let registry = quintet_postgres::PgRegistry::open(db.clone(), Arc::new(SystemClock))
+        .await
+        .unwrap();
+    let q = PgJobQueue::open(db, Arc::new(SystemClock)).await.unwrap();
+    let name = conformance::unique_name("q");
+    let recorded = quintet_core::ports::registry::Registry::create_instance(
+        &registry,
+        &quintet_core::AppName::domain(),
+        &name,
+        queue_config(),
+    )
+    .await
+    .unwrap();
+    q.create_instance(&recorded).await.unwrap();
+    let orphan = fresh(&q).await;
+    // A sweep whose listing predates `recorded` (created through another node meanwhile).
+    assert_eq!(q.sweep(&[]).await.unwrap(), 1, "only the orphan");
+    q.enqueue(&recorded, &body(1), None, 1_000).await.unwrap();
+    assert!(matches!(
+        q.enqueue(&orphan, &body(1), None, 1_000).await,
+        Err(quintet_core::Error::NotFound(_))
+    ));
+}

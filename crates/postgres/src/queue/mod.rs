@@ -203,16 +203,22 @@ impl Lifecycle for PgJobQueue {
 
     async fn sweep(&self, live: &[InstanceId]) -> Result<usize> {
         let live: Vec<i64> = live.iter().map(|id| id.0).collect();
-        let removed = self
-            .db
-            .client()
-            .await?
-            .execute(
-                "DELETE FROM quintet_queues WHERE NOT instance_id = ANY($1)",
-                &[&live],
-            )
+        let client = self.db.client().await?;
+        // With the registry in the same schema (the usual setup), a queue it records is
+        // never an orphan, even one created through another node after `live` was read.
+        let beside_registry: bool = client
+            .query_one("SELECT to_regclass('quintet_instances') IS NOT NULL", &[])
             .await
+            .map_err(pg_error)?
+            .try_get(0)
             .map_err(pg_error)?;
+        let sql = if beside_registry {
+            "DELETE FROM quintet_queues AS q WHERE NOT q.instance_id = ANY($1) \
+             AND NOT EXISTS (SELECT 1 FROM quintet_instances AS i WHERE i.id = q.instance_id)"
+        } else {
+            "DELETE FROM quintet_queues WHERE NOT instance_id = ANY($1)"
+        };
+        let removed = client.execute(sql, &[&live]).await.map_err(pg_error)?;
         Ok(usize::try_from(removed).unwrap_or(usize::MAX))
     }
 
