@@ -269,6 +269,14 @@ async fn an_enqueue_through_one_node_wakes_the_others() {
     while heard.try_recv().is_ok() {}
     a.retry(&inst, &job[0].id, now).await.unwrap();
     hears(&mut heard, inst.id, POLL_EVERY / 2).await;
+
+    // A node shutting down gives its claimed job back: another node hears of it.
+    let job = a.claim(&inst, now, now + 60_000, 1).await.unwrap().jobs;
+    while heard.try_recv().is_ok() {}
+    a.settle(&inst, now, settle(&job[0], Outcome::Released))
+        .await
+        .unwrap();
+    hears(&mut heard, inst.id, POLL_EVERY / 2).await;
 }
 
 #[tokio::test]
@@ -330,4 +338,31 @@ async fn the_sweep_keeps_queues_the_registry_in_the_schema_records() {
         q.enqueue(&orphan, &body(1), None, 1_000).await,
         Err(quintet_core::Error::NotFound(_))
     ));
+}
+
+#[tokio::test]
+async fn a_dropped_queue_is_named_in_every_answer() {
+    let Some(pg) = quintet_engine_test::postgres("queue_dropped_named").await else {
+        return;
+    };
+    let q = open(&pg).await;
+    let inst = fresh(&q).await;
+    let id = q.enqueue(&inst, &body(1), None, 1_000).await.unwrap();
+    q.drop_instance(&inst).await.unwrap();
+    let expected = format!("queue instance \"{}\" does not exist", inst.name);
+    let answers = [
+        q.list(&inst, &ListJobs::status(JobStatus::Ready))
+            .await
+            .map(|_| ()),
+        q.retry(&inst, &id, 1_000).await,
+        q.cancel(&inst, &id).await,
+        q.enqueue(&inst, &body(2), None, 1_000).await.map(|_| ()),
+        q.claim(&inst, 1_000, 2_000, 1).await.map(|_| ()),
+    ];
+    for answer in answers {
+        match answer {
+            Err(quintet_core::Error::NotFound(msg)) => assert_eq!(msg, expected),
+            other => panic!("{other:?}"),
+        }
+    }
 }

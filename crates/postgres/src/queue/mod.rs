@@ -356,6 +356,7 @@ impl JobQueue for PgJobQueue {
             .await
             .map_err(pg_error)?;
         match found {
+            None if !self.exists(&client, instance).await? => Err(queue_missing(instance)),
             None => Err(job_missing(id)),
             Some(_) => Err(Error::conflict(format!(
                 "job \"{id}\" is READY, not ERROR: it is waiting for delivery already"
@@ -364,20 +365,20 @@ impl JobQueue for PgJobQueue {
     }
 
     async fn cancel(&self, instance: &Instance, id: &str) -> Result<()> {
-        let removed = self
-            .db
-            .client()
-            .await?
+        let client = self.db.client().await?;
+        let removed = client
             .execute(
                 "DELETE FROM quintet_jobs WHERE queue = $1 AND id = $2",
                 &[&instance.id.0, &id],
             )
             .await
             .map_err(pg_error)?;
-        if removed == 0 {
+        if removed > 0 {
+            Ok(())
+        } else if self.exists(&client, instance).await? {
             Err(job_missing(id))
         } else {
-            Ok(())
+            Err(queue_missing(instance))
         }
     }
 
