@@ -20,7 +20,7 @@
 //!
 //! # Waking other nodes
 //! Each enqueue (and retry, and a job given back unsent) sends `NOTIFY` with the queue's id
-//! in the same statement, so it is heard only once committed; every node's [`wake`] task
+//! in the same statement, so it is heard only once committed; every node's `wake` task
 //! listens and tells the dispatcher ([`DueListener`]), so a job enqueued through a busy
 //! node is claimed at once by an idle one. The same task polls every [`POLL_EVERY`] for
 //! queues with due jobs, for what notifications cannot carry: leases of a dead node that
