@@ -6,16 +6,16 @@
 //! |---|---|---|
 //! | `--registry` | `registry.db` in the data directory | `postgres://…` (feature `postgres`) |
 //! | `--cache` | `cache.db` in the data directory | `redis://…` (feature `redis`) |
+//! | `--queue` | `queue.db` in the data directory | `postgres://…` (feature `postgres`) |
 //!
-//! The other services' contents (data, search, queue, storage) stay in the embedded
-//! adapters in this version, whatever the registry.
+//! Adapters on the same PostgreSQL URL share one connection pool.
 
 use std::sync::Arc;
 
 use anyhow::bail;
 use quintet_core::{
     Clock,
-    ports::{cache::Cache, registry::Registry},
+    ports::{cache::Cache, queue::JobQueue, registry::Registry},
 };
 use quintet_embedded::Embedded;
 use quintet_server::Services;
@@ -120,6 +120,48 @@ fn redact(value: &str) -> String {
     }
 }
 
+/// Where queued jobs live.
+#[derive(Debug, Clone, PartialEq, Eq, Default)]
+pub enum QueueChoice {
+    /// `queue.db` in the data directory: one node.
+    #[default]
+    Embedded,
+    /// PostgreSQL, shared by every node: any node delivers any job.
+    #[cfg(feature = "postgres")]
+    Postgres(quintet_postgres::PgConfig),
+}
+
+impl QueueChoice {
+    /// Parse a `--queue` value: `embedded`, or a `postgres://` URL.
+    pub fn parse(value: &str) -> anyhow::Result<Self> {
+        let value = value.trim();
+        if value == "embedded" {
+            return Ok(Self::Embedded);
+        }
+        if value.starts_with("postgres://") || value.starts_with("postgresql://") {
+            return postgres_queue(value);
+        }
+        bail!(
+            "--queue must be \"embedded\" or a PostgreSQL URL such as \
+             postgres://user@host:5432/database, not \"{}\"",
+            redact(value)
+        )
+    }
+}
+
+#[cfg(feature = "postgres")]
+fn postgres_queue(url: &str) -> anyhow::Result<QueueChoice> {
+    Ok(QueueChoice::Postgres(quintet_postgres::PgConfig::new(url)?))
+}
+
+#[cfg(not(feature = "postgres"))]
+fn postgres_queue(_url: &str) -> anyhow::Result<QueueChoice> {
+    bail!(
+        "this quintet was built without PostgreSQL support: rebuild it with the cargo feature \
+         \"postgres\" (on by default) to use --queue postgres://…"
+    )
+}
+
 /// The adapters a node is configured with.
 #[derive(Debug, Clone, PartialEq, Eq, Default)]
 pub struct Adapters {
@@ -127,6 +169,30 @@ pub struct Adapters {
     pub registry: RegistryChoice,
     /// Where cache entries live.
     pub cache: CacheChoice,
+    /// Where queued jobs live.
+    pub queue: QueueChoice,
+}
+
+/// PostgreSQL pools opened so far, one per URL, so that adapters on one database share
+/// connections.
+#[cfg(feature = "postgres")]
+#[derive(Debug, Default)]
+struct PgPools(Vec<(String, quintet_postgres::PgDatabase)>);
+
+#[cfg(feature = "postgres")]
+impl PgPools {
+    /// The pool of `config`'s URL, opened on first use.
+    async fn get(
+        &mut self,
+        config: &quintet_postgres::PgConfig,
+    ) -> quintet_core::Result<quintet_postgres::PgDatabase> {
+        if let Some((_, db)) = self.0.iter().find(|(url, _)| *url == config.url) {
+            return Ok(db.clone());
+        }
+        let db = quintet_postgres::PgDatabase::connect(config).await?;
+        self.0.push((config.url.clone(), db.clone()));
+        Ok(db)
+    }
 }
 
 /// What [`open`] opened.
@@ -145,12 +211,15 @@ pub async fn open(
     embedded: &Embedded,
     clock: Arc<dyn Clock>,
 ) -> anyhow::Result<Opened> {
+    #[cfg(feature = "postgres")]
+    let mut pools = PgPools::default();
     let (registry, registry_identity): (Arc<dyn Registry>, String) = match &adapters.registry {
         RegistryChoice::Embedded => (embedded.registry.clone(), "embedded".to_owned()),
         #[cfg(feature = "postgres")]
         RegistryChoice::Postgres(config) => {
             use anyhow::Context as _;
-            let db = quintet_postgres::PgDatabase::connect(config)
+            let db = pools
+                .get(config)
                 .await
                 .context("cannot open the registry on PostgreSQL")?;
             let registry = quintet_postgres::PgRegistry::open(db, Arc::clone(&clock))
@@ -171,13 +240,39 @@ pub async fn open(
         }
     };
     let cache = open_cache(&adapters.cache, embedded, &registry_identity, &clock).await?;
+    let queue: Arc<dyn JobQueue> = match &adapters.queue {
+        QueueChoice::Embedded => embedded.queue.clone(),
+        #[cfg(feature = "postgres")]
+        QueueChoice::Postgres(config) => {
+            use anyhow::Context as _;
+            let opened = async {
+                let db = pools.get(config).await?;
+                quintet_postgres::PgJobQueue::open(db, Arc::clone(&clock)).await
+            };
+            let queue = opened.await.with_context(|| {
+                format!(
+                    "cannot open the queue on PostgreSQL at {}",
+                    config.redacted_url()
+                )
+            })?;
+            tracing::info!(
+                url = %config.redacted_url(),
+                schema = %queue.database().schema(),
+                node = %queue.node(),
+                "queue on PostgreSQL, shared by every node"
+            );
+            Arc::new(queue)
+        }
+    };
+    #[cfg(not(feature = "postgres"))]
+    let _ = clock;
     Ok(Opened {
         services: Services {
             registry,
             data: embedded.data.clone(),
             cache,
             search: embedded.search.clone(),
-            queue: embedded.queue.clone(),
+            queue,
             storage: embedded.storage.clone(),
         },
         registry_identity,
@@ -269,6 +364,25 @@ mod tests {
             redis.is_err_and(|e| e.to_string().contains("built without Redis")),
             "Redis URLs need the redis feature"
         );
+    }
+
+    #[test]
+    fn queue_values() {
+        assert_eq!(
+            QueueChoice::parse("embedded").unwrap(),
+            QueueChoice::Embedded
+        );
+        let err = QueueChoice::parse("redis://u:pw@h/0").unwrap_err();
+        assert!(err.to_string().contains("--queue must be"), "{err}");
+        assert!(!err.to_string().contains("pw"), "{err}");
+        let pg = QueueChoice::parse("postgresql://quintet@db.internal/quintet");
+        #[cfg(feature = "postgres")]
+        assert!(
+            matches!(pg, Ok(QueueChoice::Postgres(ref c)) if c.url.contains("db.internal")),
+            "{pg:?}"
+        );
+        #[cfg(not(feature = "postgres"))]
+        assert!(pg.is_err_and(|e| e.to_string().contains("built without PostgreSQL")));
     }
 
     #[cfg(feature = "postgres")]

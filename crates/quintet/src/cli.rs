@@ -17,7 +17,7 @@ use quintet_server::config::{DomainAuth, TlsFiles};
 use serde::Deserialize;
 
 use crate::{
-    adapters::{Adapters, CacheChoice, RegistryChoice},
+    adapters::{Adapters, CacheChoice, QueueChoice, RegistryChoice},
     admin,
 };
 
@@ -31,6 +31,8 @@ pub struct Cli {
 }
 
 /// The subcommands.
+// Parsed once per process: the size of the largest variant costs nothing.
+#[allow(clippy::large_enum_variant)]
 #[derive(Debug, Subcommand)]
 pub enum Command {
     /// Run the HTTP server.
@@ -105,6 +107,16 @@ pub struct ServeArgs {
         hide_env_values = true
     )]
     pub cache: Option<String>,
+    /// Where queued jobs are kept: `embedded` (in the data directory, one node) or a
+    /// PostgreSQL URL shared by every node, which then all deliver jobs (needs a PostgreSQL
+    /// --registry) [default: embedded]
+    #[arg(
+        long,
+        env = "QUINTET_QUEUE",
+        value_name = "URL",
+        hide_env_values = true
+    )]
+    pub queue: Option<String>,
 
     /// Largest JSON request body, in bytes; larger bodies get 413 [default: 16777216]
     #[arg(long, env = "QUINTET_MAX_BODY_BYTES", value_name = "BYTES")]
@@ -211,6 +223,7 @@ pub(crate) struct FileConfig {
     pub(crate) data_dir: Option<PathBuf>,
     registry: Option<String>,
     cache: Option<String>,
+    queue: Option<String>,
     max_body_bytes: Option<usize>,
     max_json_depth: Option<usize>,
     shutdown_timeout: Option<u64>,
@@ -304,6 +317,11 @@ impl ServeArgs {
             (None, None) => None,
             _ => bail!("--tls-cert and --tls-key go together: give both files, or neither"),
         };
+        let adapters = adapters(
+            self.registry.or(file.registry),
+            self.cache.or(file.cache),
+            self.queue.or(file.queue),
+        )?;
         let cache_max_bytes = self.cache_max_bytes.or(file.cache_max_bytes);
         if cache_max_bytes == Some(0) {
             bail!("cache-max-bytes must be at least 1; leave it unset for no limit");
@@ -347,20 +365,7 @@ impl ServeArgs {
                     .or(file.cache_memory_only)
                     .unwrap_or(false),
             },
-            adapters: Adapters {
-                registry: self
-                    .registry
-                    .or(file.registry)
-                    .map(|r| RegistryChoice::parse(&r))
-                    .transpose()?
-                    .unwrap_or_default(),
-                cache: self
-                    .cache
-                    .or(file.cache)
-                    .map(|c| CacheChoice::parse(&c))
-                    .transpose()?
-                    .unwrap_or_default(),
-            },
+            adapters,
             log: self.log.or(file.log).unwrap_or_else(|| "info".to_owned()),
             log_format: self
                 .log_format
@@ -368,6 +373,40 @@ impl ServeArgs {
                 .unwrap_or(LogFormat::Text),
         })
     }
+}
+
+/// The adapters named by `--registry` and `--queue`, checked for consistency.
+fn adapters(
+    registry: Option<String>,
+    cache: Option<String>,
+    queue: Option<String>,
+) -> anyhow::Result<Adapters> {
+    let registry = registry
+        .map(|r| RegistryChoice::parse(&r))
+        .transpose()?
+        .unwrap_or_default();
+    let cache = cache
+        .map(|c| CacheChoice::parse(&c))
+        .transpose()?
+        .unwrap_or_default();
+    let queue = queue
+        .map(|q| QueueChoice::parse(&q))
+        .transpose()?
+        .unwrap_or_default();
+    // Jobs are keyed by instance ids, which only a registry shared by every node makes
+    // agree between nodes; with a registry of its own, a node's start-up sweep would
+    // delete the queues of every other node.
+    if queue != QueueChoice::Embedded && registry == RegistryChoice::Embedded {
+        bail!(
+            "--queue postgres://… needs --registry postgres://… as well: queues shared by \
+             nodes must be recorded in a registry they share"
+        );
+    }
+    Ok(Adapters {
+        registry,
+        cache,
+        queue,
+    })
 }
 
 /// The domain auth mode with its settings, checked for consistency.
@@ -578,6 +617,37 @@ mod tests {
             .resolve()
             .unwrap();
         assert_eq!(url(c), "redis://flag-host:6379/2");
+    }
+
+    #[test]
+    fn the_queue_is_embedded_unless_configured() {
+        let c = ServeArgs::default().resolve().unwrap();
+        assert_eq!(c.adapters.queue, QueueChoice::Embedded);
+        let err = parse(&["--queue", "amqp://h"]).resolve().unwrap_err();
+        assert!(format!("{err}").contains("--queue must be"), "{err}");
+    }
+
+    #[cfg(feature = "postgres")]
+    #[test]
+    fn a_postgres_queue_comes_from_a_flag_or_the_file_and_needs_a_shared_registry() {
+        let f = toml_file(
+            "registry = \"postgres://q@file-host/q\"\nqueue = \"postgres://q@file-host/q\"\n",
+        );
+        let path = f.path().to_str().unwrap();
+        let url = |c: ServeConfig| match c.adapters.queue {
+            QueueChoice::Postgres(pg) => pg.url,
+            other => panic!("{other:?}"),
+        };
+        let c = parse(&["--config", path]).resolve().unwrap();
+        assert_eq!(url(c), "postgres://q@file-host/q");
+        let c = parse(&["--config", path, "--queue", "postgresql://q@flag-host/q"])
+            .resolve()
+            .unwrap();
+        assert_eq!(url(c), "postgresql://q@flag-host/q");
+        let err = parse(&["--queue", "postgres://q@h/q"])
+            .resolve()
+            .unwrap_err();
+        assert!(format!("{err}").contains("needs --registry"), "{err}");
     }
 
     #[test]
