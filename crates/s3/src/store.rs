@@ -33,8 +33,9 @@ use async_trait::async_trait;
 use bytes::Bytes;
 use futures_util::{StreamExt, TryStreamExt, stream};
 use object_store::{
-    Attribute, AttributeValue, Attributes, GetOptions, GetRange, GetResult, ObjectStore,
-    ObjectStoreExt, PutMultipartOptions, PutOptions, PutPayload, WriteMultipart,
+    Attribute, AttributeValue, Attributes, BackoffConfig, GetOptions, GetRange, GetResult,
+    ObjectStore, ObjectStoreExt, PutMultipartOptions, PutOptions, PutPayload, RetryConfig,
+    WriteMultipart,
     aws::{AmazonS3, AmazonS3Builder},
     list::{PaginatedListOptions, PaginatedListStore},
     path::Path,
@@ -56,6 +57,11 @@ use crate::{S3Config, error::s3_error};
 pub const PART_SIZE: usize = 5 * 1024 * 1024;
 /// Parts of one upload sent concurrently.
 pub const PARTS_IN_FLIGHT: usize = 2;
+/// Retries of a request that failed transiently (connection refused, 5xx, timeouts).
+const RETRIES: usize = 3;
+/// No retry after this long from the first attempt, so an unreachable store answers
+/// requests (and a start-up check) with an error in seconds rather than minutes.
+const RETRY_TIMEOUT: Duration = Duration::from_secs(10);
 /// `HEAD` requests a listing runs at once.
 const HEADS_IN_FLIGHT: usize = 16;
 /// Folder of the instance markers under the prefix.
@@ -99,7 +105,12 @@ impl S3BlobStore {
             // Path-style addressing (`endpoint/bucket/key`): what custom endpoints such as
             // MinIO, SeaweedFS or Garage expect.
             .with_virtual_hosted_style_request(false)
-            .with_allow_http(config.allow_http());
+            .with_allow_http(config.allow_http())
+            .with_retry(RetryConfig {
+                backoff: BackoffConfig::default(),
+                max_retries: RETRIES,
+                retry_timeout: RETRY_TIMEOUT,
+            });
         if let Some(endpoint) = &config.endpoint {
             builder = builder.with_endpoint(endpoint);
         }
