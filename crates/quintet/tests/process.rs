@@ -27,6 +27,7 @@ fn serve_help_documents_every_setting() {
         ("--listen", "QUINTET_LISTEN"),
         ("--data-dir", "QUINTET_DATA_DIR"),
         ("--registry", "QUINTET_REGISTRY"),
+        ("--storage", "QUINTET_STORAGE"),
         ("--max-body-bytes", "QUINTET_MAX_BODY_BYTES"),
         ("--max-json-depth", "QUINTET_MAX_JSON_DEPTH"),
         ("--shutdown-timeout", "QUINTET_SHUTDOWN_TIMEOUT"),
