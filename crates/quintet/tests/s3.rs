@@ -91,6 +91,50 @@ async fn two_nodes_share_objects_on_s3() {
     assert_eq!(res.status(), 200);
     assert_eq!(res.bytes().await.unwrap(), bytes);
 
+    // A pre-signed upload URL from A: the client PUTs to S3, and B serves and lists it.
+    let signed = a
+        .send(a.request(
+            Method::POST,
+            "/storage/media/docs/direct.txt?useSignedUrl=true",
+        ))
+        .await
+        .expect(200);
+    let url = signed.body["url"].as_str().unwrap();
+    assert!(url.starts_with(&s3.endpoint), "{url}");
+    let res = reqwest::Client::new()
+        .put(url)
+        .header("content-type", "text/plain")
+        .body("straight to the bucket")
+        .send()
+        .await
+        .unwrap();
+    assert!(res.status().is_success(), "{}", res.status());
+    let direct = b.get("/storage/media/docs/direct.txt").await.expect(200);
+    assert_eq!(direct.text, "straight to the bucket");
+    assert_eq!(direct.header("content-type"), Some("text/plain"));
+    let listed = b.get("/storage/media?prefix=docs/").await.expect(200);
+    let objects = listed.body["objects"].as_array().unwrap();
+    let paths: Vec<_> = objects
+        .iter()
+        .map(|o| o["path"].as_str().unwrap())
+        .collect();
+    assert_eq!(
+        paths,
+        ["docs/direct.txt", "docs/report.pdf"],
+        "{}",
+        listed.text
+    );
+    let page = a
+        .get("/storage/media?prefix=docs/&after=docs/direct.txt&limit=1")
+        .await
+        .expect(200);
+    assert_eq!(
+        page.body["objects"][0]["path"], "docs/report.pdf",
+        "{}",
+        page.text
+    );
+    assert_eq!(page.body["objects"][0]["size"], 300_000, "{}", page.text);
+
     // quintet's own pre-signed route serves nothing for S3 storage: its URLs are S3's.
     let own = a
         .get("/_presigned/storage/media/docs/report.pdf?expires=99999999999&sig=00")

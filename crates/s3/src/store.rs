@@ -2,8 +2,8 @@
 //!
 //! # Layout
 //! Under the configured prefix `P` (empty or ending with `/`):
-//! - `P<app>/<instance id>/<name>`: the objects, `<name>` being the object's path in one
-//!   flat, order-preserving escape ([`encode`]: `docs/a.txt` is `docs.0a..txt`). The application name keeps a
+//! - `P<app>/<instance id>/<key>`: the objects, `<key>` being the object's path in an
+//!   order-preserving escape ([`encode`]: `docs/a.txt` is `docs.0/a..txt`). The application name keeps a
 //!   bucket readable by people; the instance *id* (not its name) isolates instances, since
 //!   ids are never reused: a destroyed-then-recreated instance of the same name can never
 //!   meet leftovers.
@@ -57,6 +57,11 @@ use crate::{S3Config, error::s3_error};
 pub const PART_SIZE: usize = 5 * 1024 * 1024;
 /// Parts of one upload sent concurrently.
 pub const PARTS_IN_FLIGHT: usize = 2;
+/// Longest key S3 accepts, in bytes.
+const MAX_KEY_LEN: usize = 1024;
+/// Longest segment (between two `/`) of a key, in bytes: S3 servers that keep keys as
+/// file names (SeaweedFS, for one) refuse longer ones.
+const MAX_SEGMENT_LEN: usize = 255;
 /// Retries of a request that failed transiently (connection refused, 5xx, timeouts).
 const RETRIES: usize = 3;
 /// No retry after this long from the first attempt, so an unreachable store answers
@@ -185,6 +190,24 @@ impl S3BlobStore {
 
     fn key(&self, instance: &Instance, path: &ObjectPath) -> Result<Path> {
         let key = format!("{}{}", self.folder(instance), encode(path.as_str()));
+        if key.len() > MAX_KEY_LEN {
+            return Err(Error::invalid(format!(
+                "the object path is too long for this storage: on S3 it becomes a key of {} \
+                 bytes, and S3 keys hold at most {MAX_KEY_LEN} (each `.` counts twice and each \
+                 `/` three times); use a shorter path",
+                key.len()
+            )));
+        }
+        if key
+            .split('/')
+            .any(|segment| segment.len() > MAX_SEGMENT_LEN)
+        {
+            return Err(Error::invalid(format!(
+                "a segment of the object path is too long for this storage: S3 servers on file \
+                 systems hold at most {MAX_SEGMENT_LEN} bytes between two `/` (each `.` counts \
+                 twice, the `/` after a segment two more); use shorter segments"
+            )));
+        }
         // ObjectPath already refuses what S3 keys cannot hold (empty, `.`, `..`, control
         // characters), so this only fails on a broken invariant.
         Path::parse(&key).map_err(|e| Error::internal(format!("S3 key {key}: {e}")))
@@ -271,39 +294,42 @@ impl S3BlobStore {
     }
 }
 
-/// The key name of an object path: one flat name, the path with `.` written `..` and `/`
-/// written `.0`.
+/// The key of an object path below its instance's folder: `.` is written `..`, and every
+/// `/` is written `.0/` (`docs/a.txt` → `docs.0/a..txt`).
 ///
-/// Why: some S3 implementations keep keys as a tree of directories and list it depth-first
-/// (SeaweedFS lists `a`, `a/b`, `a-b`), while the port lists in bytewise path order
-/// (`a`, `a-b`, `a/b`). In one flat folder every implementation lists bytewise, and the
-/// escape keeps that order: `.` (0x2e) < `/` (0x2f) < `0` (0x30) becomes `..` < `.0` <
-/// `0`, and since every escape is two bytes starting with `.`, no code is a prefix of
-/// another, so prefixes and `after` bounds translate one to one.
+/// Why: the port lists in bytewise path order (`a`, `a-b`, `a.b`, `a/b`), but S3 servers
+/// that keep keys as directory trees (SeaweedFS, for one) list depth first, as if `/` sorted
+/// below everything (`a`, `a/b`, `a-b`). With the escape, a folder's name ends with `.0`,
+/// which sorts exactly where `/` does (`.` 0x2e < `/` 0x2f < `0` 0x30 becomes `..` < `.0`
+/// < `0`), so depth first and bytewise order agree, and every escape is two bytes starting
+/// with `.`, so prefixes and `after` bounds translate one to one. It also keeps an object
+/// `a` and a folder `a.0` apart on servers that cannot hold a file and a directory of the
+/// same name.
 pub fn encode(path: &str) -> String {
     let mut out = String::with_capacity(path.len() + 8);
     for c in path.chars() {
         match c {
             '.' => out.push_str(".."),
-            '/' => out.push_str(".0"),
+            '/' => out.push_str(".0/"),
             c => out.push(c),
         }
     }
     out
 }
 
-/// The object path of a key name written by [`encode`]; `None` for a name it cannot have
+/// The object path of a key written by [`encode`]; `None` for a key it cannot have
 /// written.
-pub fn decode(name: &str) -> Option<String> {
-    let mut out = String::with_capacity(name.len());
-    let mut chars = name.chars();
+pub fn decode(key: &str) -> Option<String> {
+    let mut out = String::with_capacity(key.len());
+    let mut chars = key.chars();
     while let Some(c) = chars.next() {
         match c {
             '.' => match chars.next()? {
                 '.' => out.push('.'),
-                '0' => out.push('/'),
+                '0' if chars.next()? == '/' => out.push('/'),
                 _ => return None,
             },
+            '/' => return None,
             c => out.push(c),
         }
     }
@@ -612,25 +638,29 @@ mod tests {
     use super::*;
 
     #[test]
-    fn names_keep_order_and_round_trip() {
+    fn keys_keep_order_and_round_trip() {
         let mut paths = vec![
             "b", "a/z", "a-b", "a/b", "a", "ab", "a.b", "é", "Z", "a..b", "a./b", "a/.b", "...",
-            "a.0", "a0",
+            "a.0", "a0", "a/b/c", "a/b-c", "a/b.c", "a-/b", "a 0/b",
         ];
         paths.sort();
-        let names: Vec<String> = paths.iter().map(|p| encode(p)).collect();
-        let mut sorted = names.clone();
-        sorted.sort();
-        assert_eq!(names, sorted);
-        for (p, n) in paths.iter().zip(&names) {
-            assert!(!n.contains('/'), "{n}");
-            assert_eq!(decode(n).as_deref(), Some(*p));
+        let keys: Vec<String> = paths.iter().map(|p| encode(p)).collect();
+        let mut bytewise = keys.clone();
+        bytewise.sort();
+        assert_eq!(keys, bytewise);
+        // Depth first, as stores on directory trees list: segment by segment.
+        let mut depth_first = keys.clone();
+        depth_first.sort_by(|a, b| a.split('/').cmp(b.split('/')));
+        assert_eq!(keys, depth_first);
+        for (p, k) in paths.iter().zip(&keys) {
+            assert_eq!(decode(k).as_deref(), Some(*p));
             for q in &paths {
-                assert_eq!(p.starts_with(q), n.starts_with(&encode(q)), "{p} {q}");
+                assert_eq!(p.starts_with(q), k.starts_with(&encode(q)), "{p} {q}");
             }
         }
-        assert_eq!(encode("docs/a.txt"), "docs.0a..txt");
-        assert_eq!(decode("a.x"), None);
-        assert_eq!(decode("a."), None);
+        assert_eq!(encode("docs/a.txt"), "docs.0/a..txt");
+        for bad in ["a.x", "a.", "a.0", "a.0x", "a/b"] {
+            assert_eq!(decode(bad), None, "{bad}");
+        }
     }
 }

@@ -290,3 +290,44 @@ async fn drop_and_sweep_remove_objects_of_the_instance_only() {
     assert!(store.list(&keep, all).await.unwrap().is_empty());
     assert_eq!(store.sweep(&[]).await.unwrap(), 0);
 }
+
+#[tokio::test]
+async fn long_paths_work_up_to_the_key_limit_of_s3() {
+    let Some(config) = config("s3_long_paths") else {
+        return;
+    };
+    let store = S3BlobStore::open(&config).await.unwrap();
+    let inst = fresh(&store, 5).await;
+    let long = format!(
+        "{}/{}/{}/{}",
+        "w".repeat(250),
+        "x".repeat(250),
+        "y".repeat(250),
+        "z".repeat(200)
+    );
+    store
+        .put(&inst, &p(&long), "text/plain", body(vec![b"deep".to_vec()]))
+        .await
+        .unwrap();
+    let obj = store.get(&inst, &p(&long), None).await.unwrap().unwrap();
+    assert_eq!(collect(obj.body).await, b"deep");
+    let all = ListQuery {
+        prefix: "",
+        after: None,
+        limit: 10,
+    };
+    let listed = store.list(&inst, all).await.unwrap();
+    assert_eq!(listed[0].path.as_str(), long);
+
+    // Within the port's 1024 bytes, but twice as long once every `/` is escaped.
+    let deep = vec!["a"; 500].join("/");
+    let e = store
+        .put(&inst, &p(&deep), "text/plain", body(vec![b"x".to_vec()]))
+        .await
+        .unwrap_err();
+    assert!(
+        matches!(&e, Error::Invalid(m) if m.contains("too long")),
+        "{e:?}"
+    );
+    store.drop_instance(&inst).await.unwrap();
+}
