@@ -107,9 +107,10 @@ impl S3BlobStore {
             .with_region(&config.region)
             .with_access_key_id(key)
             .with_secret_access_key(secret)
-            // Path-style addressing (`endpoint/bucket/key`): what custom endpoints such as
-            // MinIO, SeaweedFS or Garage expect.
-            .with_virtual_hosted_style_request(false)
+            // Path-style addressing (`endpoint/bucket/key`) for custom endpoints, which is
+            // what MinIO, SeaweedFS or Garage expect; AWS itself prefers virtual-hosted
+            // style (`bucket.s3.<region>.amazonaws.com/key`).
+            .with_virtual_hosted_style_request(config.endpoint.is_none())
             .with_allow_http(config.allow_http())
             .with_retry(RetryConfig {
                 backoff: BackoffConfig::default(),
