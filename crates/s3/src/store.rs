@@ -539,10 +539,11 @@ impl BlobStore for S3BlobStore {
         let key = self.key(instance, path)?;
         // S3 deletes missing objects silently; the port says NotFound.
         if self.head_key(path, &key).await?.is_none() {
+            // The embedded store's words, so both answer alike.
             return Err(Error::not_found(format!(
-                "no object {} in storage {}",
+                "object {:?} does not exist in storage instance \"{}\"",
                 path.as_str(),
-                instance.name.as_str()
+                instance.name
             )));
         }
         self.store

@@ -289,6 +289,11 @@ async fn drop_and_sweep_remove_objects_of_the_instance_only() {
     store.drop_instance(&keep).await.unwrap();
     assert!(store.list(&keep, all).await.unwrap().is_empty());
     assert_eq!(store.sweep(&[]).await.unwrap(), 0);
+    let e = store.delete(&keep, &p("a")).await.unwrap_err();
+    assert_eq!(
+        e.to_string(),
+        Error::not_found("object \"a\" does not exist in storage instance \"media\"").to_string()
+    );
 }
 
 #[tokio::test]
