@@ -555,7 +555,9 @@ impl BlobStore for S3BlobStore {
     async fn list(&self, instance: &Instance, query: ListQuery<'_>) -> Result<Vec<ObjectMeta>> {
         let folder = self.folder(instance);
         // S3 lists in UTF-8 byte order, filters by a raw prefix and starts after a raw
-        // key: exactly the port's prefix, after and limit.
+        // key: exactly the port's prefix, after and limit. (Through `list_paginated`, not
+        // `list_with_offset`: that one takes the prefix as whole path segments, so `a`
+        // would not find `a-b`, and has no page size.)
         let prefix = format!("{folder}{}", encode(query.prefix));
         let mut opts = PaginatedListOptions {
             offset: query.after.map(|a| format!("{folder}{}", encode(a))),
