@@ -7,6 +7,7 @@
 //! | `--registry` | `registry.db` in the data directory | `postgres://…` (feature `postgres`) |
 //! | `--cache` | `cache.db` in the data directory | `redis://…` (feature `redis`) |
 //! | `--queue` | `queue.db` in the data directory | `postgres://…` (feature `postgres`) |
+//! | `--storage` | files under the data directory | `s3://bucket?endpoint=…` (feature `s3`; needs a PostgreSQL registry) |
 //!
 //! Adapters on the same PostgreSQL URL share one connection pool.
 
@@ -15,7 +16,7 @@ use std::sync::Arc;
 use anyhow::bail;
 use quintet_core::{
     Clock,
-    ports::{cache::Cache, queue::JobQueue, registry::Registry},
+    ports::{cache::Cache, queue::JobQueue, registry::Registry, storage::ObjectStorage},
 };
 use quintet_embedded::Embedded;
 use quintet_server::Services;
@@ -162,6 +163,79 @@ fn postgres_queue(_url: &str) -> anyhow::Result<QueueChoice> {
     )
 }
 
+/// Where storage objects live.
+#[derive(Debug, Clone, PartialEq, Eq, Default)]
+pub enum StorageChoice {
+    /// Files (and small objects in `storage.db`) in the data directory: one node.
+    #[default]
+    Embedded,
+    /// An S3-compatible store, shared by every node on the same bucket and prefix.
+    #[cfg(feature = "s3")]
+    S3(quintet_s3::S3Config),
+}
+
+impl StorageChoice {
+    /// Parse a `--storage` value: `embedded`, or an `s3://` URL. Credentials the URL leaves
+    /// out are taken from `env` (`AWS_ACCESS_KEY_ID`, `AWS_SECRET_ACCESS_KEY`).
+    pub fn parse(value: &str, env: impl Fn(&str) -> Option<String>) -> anyhow::Result<Self> {
+        let value = value.trim();
+        if value == "embedded" {
+            return Ok(Self::Embedded);
+        }
+        if value.starts_with("s3://") {
+            return s3(value, env);
+        }
+        bail!(
+            "--storage must be \"embedded\" or an S3 URL such as \
+             s3://bucket?endpoint=http://127.0.0.1:9000&region=us-east-1, not \"{}\"",
+            redact_storage(value)
+        )
+    }
+}
+
+#[cfg(feature = "s3")]
+fn s3(url: &str, env: impl Fn(&str) -> Option<String>) -> anyhow::Result<StorageChoice> {
+    let mut config = quintet_s3::S3Config::parse(url)?;
+    let from_env = |var: &str| env(var).filter(|v| !v.trim().is_empty());
+    if config.access_key_id.is_none() {
+        config.access_key_id = from_env("AWS_ACCESS_KEY_ID");
+    }
+    if config.secret_access_key.is_none() {
+        config.secret_access_key = from_env("AWS_SECRET_ACCESS_KEY");
+    }
+    if config.access_key_id.is_none() || config.secret_access_key.is_none() {
+        bail!(
+            "--storage {} has no credentials: add access_key_id and secret_access_key to the \
+             URL, or set AWS_ACCESS_KEY_ID and AWS_SECRET_ACCESS_KEY",
+            redact_storage(url)
+        );
+    }
+    Ok(StorageChoice::S3(config))
+}
+
+#[cfg(not(feature = "s3"))]
+fn s3(_url: &str, _env: impl Fn(&str) -> Option<String>) -> anyhow::Result<StorageChoice> {
+    bail!(
+        "this quintet was built without S3 support: rebuild it with the cargo feature \
+         \"s3\" (on by default) to use --storage s3://…"
+    )
+}
+
+/// A `--storage` value for messages, its secret hidden.
+fn redact_storage(value: &str) -> String {
+    let mut out = String::with_capacity(value.len());
+    let mut rest = value;
+    const NAME: &str = "secret_access_key=";
+    while let Some(at) = rest.find(NAME) {
+        out.push_str(&rest[..at + NAME.len()]);
+        out.push_str("***");
+        rest = &rest[at + NAME.len()..];
+        rest = rest.find('&').map_or("", |end| &rest[end..]);
+    }
+    out.push_str(rest);
+    redact(&out)
+}
+
 /// The adapters a node is configured with.
 #[derive(Debug, Clone, PartialEq, Eq, Default)]
 pub struct Adapters {
@@ -171,6 +245,23 @@ pub struct Adapters {
     pub cache: CacheChoice,
     /// Where queued jobs live.
     pub queue: QueueChoice,
+    /// Where storage objects live.
+    pub storage: StorageChoice,
+}
+impl Adapters {
+    /// Refuse combinations that cannot work.
+    pub fn check(&self) -> anyhow::Result<()> {
+        #[cfg(feature = "s3")]
+        if matches!(self.storage, StorageChoice::S3(_)) && self.registry == RegistryChoice::Embedded
+        {
+            bail!(
+                "--storage s3://… needs the shared registry --registry postgres://…: objects \
+                 on S3 are kept by instance id, and ids are only unique across nodes when \
+                 every node records instances in the same registry"
+            );
+        }
+        Ok(())
+    }
 }
 
 /// PostgreSQL pools opened so far, one per URL, so that adapters on one database share
@@ -266,6 +357,23 @@ pub async fn open(
     };
     #[cfg(not(feature = "postgres"))]
     let _ = clock;
+    let storage: Arc<dyn ObjectStorage> = match &adapters.storage {
+        StorageChoice::Embedded => embedded.storage.clone(),
+        #[cfg(feature = "s3")]
+        StorageChoice::S3(config) => {
+            use anyhow::Context as _;
+            let store = quintet_s3::S3BlobStore::open(config)
+                .await
+                .context("cannot open storage on S3")?;
+            // Before the start-up sweep, which removes what this registry does not know.
+            store
+                .bind(&registry_identity)
+                .await
+                .context("cannot open storage on S3")?;
+            tracing::info!(store = %config.describe(), "storage on S3");
+            Arc::new(store)
+        }
+    };
     Ok(Opened {
         services: Services {
             registry,
@@ -273,7 +381,7 @@ pub async fn open(
             cache,
             search: embedded.search.clone(),
             queue,
-            storage: embedded.storage.clone(),
+            storage,
         },
         registry_identity,
     })
@@ -391,5 +499,70 @@ mod tests {
         let err = RegistryChoice::parse("postgres://u:pw@h/db?sslmode=require").unwrap_err();
         assert!(err.to_string().contains("without TLS"), "{err}");
         assert!(!err.to_string().contains("pw@"), "{err}");
+    }
+
+    #[test]
+    fn storage_values() {
+        let no_env = |_: &str| None;
+        assert_eq!(
+            StorageChoice::parse("embedded", no_env).unwrap(),
+            StorageChoice::Embedded
+        );
+        let err = StorageChoice::parse("gs://b?secret_access_key=hidden", no_env).unwrap_err();
+        assert!(err.to_string().contains("--storage must be"), "{err}");
+        assert!(!err.to_string().contains("hidden"), "{err}");
+        let url = "s3://media/prod?endpoint=http://127.0.0.1:18333&region=us-east-1\
+                   &access_key_id=AK&secret_access_key=hidden";
+        let s3 = StorageChoice::parse(url, no_env);
+        #[cfg(feature = "s3")]
+        match s3 {
+            Ok(StorageChoice::S3(ref c)) => {
+                assert_eq!(c.bucket, "media");
+                assert_eq!(c.prefix, "prod/");
+                assert_eq!(c.endpoint.as_deref(), Some("http://127.0.0.1:18333"));
+                assert!(c.allow_http());
+                assert!(!format!("{c:?}").contains("hidden"));
+            }
+            other => panic!("{other:?}"),
+        }
+        #[cfg(not(feature = "s3"))]
+        assert!(s3.is_err_and(|e| e.to_string().contains("built without S3")));
+    }
+
+    #[cfg(feature = "s3")]
+    #[test]
+    fn s3_credentials_come_from_the_url_or_the_environment() {
+        let env = |var: &str| match var {
+            "AWS_ACCESS_KEY_ID" => Some("env-id".to_owned()),
+            "AWS_SECRET_ACCESS_KEY" => Some("env-secret".to_owned()),
+            _ => None,
+        };
+        let Ok(StorageChoice::S3(c)) = StorageChoice::parse("s3://b?endpoint=http://h:1", env)
+        else {
+            panic!("credentials from the environment")
+        };
+        assert_eq!(c.access_key_id.as_deref(), Some("env-id"));
+        assert_eq!(c.secret_access_key.as_deref(), Some("env-secret"));
+        let Ok(StorageChoice::S3(c)) =
+            StorageChoice::parse("s3://b?access_key_id=u&secret_access_key=s", env)
+        else {
+            panic!("credentials from the URL")
+        };
+        assert_eq!(c.access_key_id.as_deref(), Some("u"));
+        assert_eq!(c.secret_access_key.as_deref(), Some("s"));
+        let err = StorageChoice::parse("s3://b?endpoint=http://h:1", |_| None).unwrap_err();
+        assert!(err.to_string().contains("AWS_SECRET_ACCESS_KEY"), "{err}");
+        let err = StorageChoice::parse("s3://b?endpoint=ftp://h&secret_access_key=hidden", env)
+            .unwrap_err();
+        assert!(err.to_string().contains("endpoint"), "{err}");
+        assert!(!err.to_string().contains("hidden"), "{err}");
+        let s3 = StorageChoice::parse("s3://b", env).unwrap();
+        let embedded_registry = Adapters {
+            registry: RegistryChoice::Embedded,
+            storage: s3,
+            ..Adapters::default()
+        };
+        let err = embedded_registry.check().unwrap_err();
+        assert!(err.to_string().contains("--registry postgres://"), "{err}");
     }
 }

@@ -17,7 +17,7 @@ use quintet_server::config::{DomainAuth, TlsFiles};
 use serde::Deserialize;
 
 use crate::{
-    adapters::{Adapters, CacheChoice, QueueChoice, RegistryChoice},
+    adapters::{Adapters, CacheChoice, QueueChoice, RegistryChoice, StorageChoice},
     admin,
 };
 
@@ -117,6 +117,19 @@ pub struct ServeArgs {
         hide_env_values = true
     )]
     pub queue: Option<String>,
+
+    /// Where storage objects are kept: `embedded` (files in the data directory) or an
+    /// S3-compatible store shared by every node, e.g.
+    /// s3://bucket[/prefix]?endpoint=http://127.0.0.1:9000&region=us-east-1 with credentials
+    /// as access_key_id and secret_access_key parameters or from AWS_ACCESS_KEY_ID and
+    /// AWS_SECRET_ACCESS_KEY; needs --registry postgres://… [default: embedded]
+    #[arg(
+        long,
+        env = "QUINTET_STORAGE",
+        value_name = "URL",
+        hide_env_values = true
+    )]
+    pub storage: Option<String>,
 
     /// Largest JSON request body, in bytes; larger bodies get 413 [default: 16777216]
     #[arg(long, env = "QUINTET_MAX_BODY_BYTES", value_name = "BYTES")]
@@ -224,6 +237,7 @@ pub(crate) struct FileConfig {
     registry: Option<String>,
     cache: Option<String>,
     queue: Option<String>,
+    storage: Option<String>,
     max_body_bytes: Option<usize>,
     max_json_depth: Option<usize>,
     shutdown_timeout: Option<u64>,
@@ -321,6 +335,7 @@ impl ServeArgs {
             self.registry.or(file.registry),
             self.cache.or(file.cache),
             self.queue.or(file.queue),
+            self.storage.or(file.storage),
         )?;
         let cache_max_bytes = self.cache_max_bytes.or(file.cache_max_bytes);
         if cache_max_bytes == Some(0) {
@@ -380,6 +395,7 @@ fn adapters(
     registry: Option<String>,
     cache: Option<String>,
     queue: Option<String>,
+    storage: Option<String>,
 ) -> anyhow::Result<Adapters> {
     let registry = registry
         .map(|r| RegistryChoice::parse(&r))
@@ -402,11 +418,18 @@ fn adapters(
              nodes must be recorded in a registry they share"
         );
     }
-    Ok(Adapters {
+    let storage = storage
+        .map(|s| StorageChoice::parse(&s, |var| std::env::var(var).ok()))
+        .transpose()?
+        .unwrap_or_default();
+    let adapters = Adapters {
         registry,
         cache,
         queue,
-    })
+        storage,
+    };
+    adapters.check()?;
+    Ok(adapters)
 }
 
 /// The domain auth mode with its settings, checked for consistency.
@@ -648,6 +671,42 @@ mod tests {
             .resolve()
             .unwrap_err();
         assert!(format!("{err}").contains("needs --registry"), "{err}");
+    }
+
+    #[test]
+    fn storage_is_embedded_unless_configured() {
+        let c = parse(&[]).resolve().unwrap();
+        assert_eq!(c.adapters.storage, StorageChoice::Embedded);
+        let err = parse(&["--storage", "s3://?secret_access_key=hidden"])
+            .resolve()
+            .unwrap_err();
+        assert!(format!("{err:#}").contains("storage"), "{err:#}");
+        assert!(!format!("{err:#}").contains("hidden"), "{err:#}");
+        let err = parse(&["--storage", "file:///tmp/x"])
+            .resolve()
+            .unwrap_err();
+        assert!(format!("{err}").contains("--storage must be"), "{err}");
+    }
+
+    #[cfg(all(feature = "s3", feature = "postgres"))]
+    #[test]
+    fn s3_storage_comes_from_a_flag_or_the_file_and_needs_a_shared_registry() {
+        let url = "s3://media?endpoint=http://127.0.0.1:18333&access_key_id=k\
+                   &secret_access_key=hidden";
+        let err = parse(&["--storage", url]).resolve().unwrap_err();
+        assert!(format!("{err}").contains("--registry postgres://"), "{err}");
+        assert!(!format!("{err}").contains("hidden"), "{err}");
+        let f = toml_file(&format!(
+            "registry = \"postgres://q@h/q\"\nstorage = \"{url}\"\n"
+        ));
+        let c = parse(&["--config", f.path().to_str().unwrap()])
+            .resolve()
+            .unwrap();
+        let StorageChoice::S3(s3) = c.adapters.storage else {
+            panic!("S3 from the file")
+        };
+        assert_eq!(s3.bucket, "media");
+        assert!(!format!("{s3:?}").contains("hidden"));
     }
 
     #[test]

@@ -29,6 +29,7 @@ fn serve_help_documents_every_setting() {
         ("--registry", "QUINTET_REGISTRY"),
         ("--cache", "QUINTET_CACHE"),
         ("--queue ", "QUINTET_QUEUE]"),
+        ("--storage", "QUINTET_STORAGE"),
         ("--max-body-bytes", "QUINTET_MAX_BODY_BYTES"),
         ("--max-json-depth", "QUINTET_MAX_JSON_DEPTH"),
         ("--shutdown-timeout", "QUINTET_SHUTDOWN_TIMEOUT"),
