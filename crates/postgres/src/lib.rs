@@ -7,6 +7,10 @@
 //!   [`quintet_core::ports::registry::Registry`] with the same rules and messages as the
 //!   SQLite registry, plus a change feed across nodes (`NOTIFY` in each change's
 //!   transaction, one `LISTEN` connection per node; see [`feed`]).
+//! - [`PgJobQueue`]: the jobs of every queue, implementing
+//!   [`quintet_core::ports::queue::JobQueue`] like the SQLite queue, with leases in the
+//!   job rows (`FOR UPDATE SKIP LOCKED`) so N nodes share the work, and `NOTIFY` on
+//!   enqueue so an idle node picks up a job enqueued through a busy one (see [`queue`]).
 //! - [`PgSearchIndex`]: search instances in shared tables (postings, a vocabulary with a
 //!   `pg_trgm` index for typos, BM25 statistics), implementing
 //!   [`quintet_core::ports::search::SearchIndex`] with the ranking rules of
@@ -21,10 +25,12 @@ pub mod config;
 pub mod database;
 pub mod error;
 pub mod feed;
+pub mod queue;
 pub mod registry;
 pub mod search;
 
 pub use config::PgConfig;
 pub use database::{PgClient, PgDatabase};
+pub use queue::PgJobQueue;
 pub use registry::PgRegistry;
 pub use search::PgSearchIndex;

@@ -17,7 +17,7 @@ use quintet_server::config::{DomainAuth, TlsFiles};
 use serde::Deserialize;
 
 use crate::{
-    adapters::{Adapters, RegistryChoice, SearchChoice},
+    adapters::{Adapters, CacheChoice, QueueChoice, RegistryChoice, SearchChoice, StorageChoice},
     admin,
 };
 
@@ -31,6 +31,8 @@ pub struct Cli {
 }
 
 /// The subcommands.
+// Parsed once per process: the size of the largest variant costs nothing.
+#[allow(clippy::large_enum_variant)]
 #[derive(Debug, Subcommand)]
 pub enum Command {
     /// Run the HTTP server.
@@ -94,6 +96,40 @@ pub struct ServeArgs {
         hide_env_values = true
     )]
     pub registry: Option<String>,
+
+    /// Where cache entries are kept: `embedded` (in the data directory, one node) or a
+    /// Redis URL shared by every node, e.g. redis://:secret@cache:6379/0. Use it with a
+    /// PostgreSQL --registry, whose identity namespaces the keys [default: embedded]
+    #[arg(
+        long,
+        env = "QUINTET_CACHE",
+        value_name = "URL",
+        hide_env_values = true
+    )]
+    pub cache: Option<String>,
+    /// Where queued jobs are kept: `embedded` (in the data directory, one node) or a
+    /// PostgreSQL URL shared by every node, which then all deliver jobs (needs a PostgreSQL
+    /// --registry) [default: embedded]
+    #[arg(
+        long,
+        env = "QUINTET_QUEUE",
+        value_name = "URL",
+        hide_env_values = true
+    )]
+    pub queue: Option<String>,
+
+    /// Where storage objects are kept: `embedded` (files in the data directory) or an
+    /// S3-compatible store shared by every node, e.g.
+    /// s3://bucket[/prefix]?endpoint=http://127.0.0.1:9000&region=us-east-1 with credentials
+    /// as access_key_id and secret_access_key parameters or from AWS_ACCESS_KEY_ID and
+    /// AWS_SECRET_ACCESS_KEY; needs --registry postgres://… [default: embedded]
+    #[arg(
+        long,
+        env = "QUINTET_STORAGE",
+        value_name = "URL",
+        hide_env_values = true
+    )]
+    pub storage: Option<String>,
 
     /// Where search indexes live: `embedded` (tantivy, in the data directory) or a
     /// PostgreSQL URL shared by every node (needs a PostgreSQL --registry)
@@ -210,6 +246,9 @@ pub(crate) struct FileConfig {
     pub(crate) listen: Option<SocketAddr>,
     pub(crate) data_dir: Option<PathBuf>,
     registry: Option<String>,
+    cache: Option<String>,
+    queue: Option<String>,
+    storage: Option<String>,
     search: Option<String>,
     max_body_bytes: Option<usize>,
     max_json_depth: Option<usize>,
@@ -304,6 +343,13 @@ impl ServeArgs {
             (None, None) => None,
             _ => bail!("--tls-cert and --tls-key go together: give both files, or neither"),
         };
+        let adapters = adapters(
+            self.registry.or(file.registry),
+            self.cache.or(file.cache),
+            self.queue.or(file.queue),
+            self.storage.or(file.storage),
+            self.search.or(file.search),
+        )?;
         let cache_max_bytes = self.cache_max_bytes.or(file.cache_max_bytes);
         if cache_max_bytes == Some(0) {
             bail!("cache-max-bytes must be at least 1; leave it unset for no limit");
@@ -347,20 +393,7 @@ impl ServeArgs {
                     .or(file.cache_memory_only)
                     .unwrap_or(false),
             },
-            adapters: Adapters {
-                registry: self
-                    .registry
-                    .or(file.registry)
-                    .map(|r| RegistryChoice::parse(&r))
-                    .transpose()?
-                    .unwrap_or_default(),
-                search: self
-                    .search
-                    .or(file.search)
-                    .map(|s| SearchChoice::parse(&s))
-                    .transpose()?
-                    .unwrap_or_default(),
-            },
+            adapters,
             log: self.log.or(file.log).unwrap_or_else(|| "info".to_owned()),
             log_format: self
                 .log_format
@@ -368,6 +401,55 @@ impl ServeArgs {
                 .unwrap_or(LogFormat::Text),
         })
     }
+}
+
+/// The adapters named by `--registry`, `--cache`, `--queue`, `--storage` and `--search`,
+/// checked for consistency.
+fn adapters(
+    registry: Option<String>,
+    cache: Option<String>,
+    queue: Option<String>,
+    storage: Option<String>,
+    search: Option<String>,
+) -> anyhow::Result<Adapters> {
+    let registry = registry
+        .map(|r| RegistryChoice::parse(&r))
+        .transpose()?
+        .unwrap_or_default();
+    let cache = cache
+        .map(|c| CacheChoice::parse(&c))
+        .transpose()?
+        .unwrap_or_default();
+    let queue = queue
+        .map(|q| QueueChoice::parse(&q))
+        .transpose()?
+        .unwrap_or_default();
+    // Jobs are keyed by instance ids, which only a registry shared by every node makes
+    // agree between nodes; with a registry of its own, a node's start-up sweep would
+    // delete the queues of every other node.
+    if queue != QueueChoice::Embedded && registry == RegistryChoice::Embedded {
+        bail!(
+            "--queue postgres://… needs --registry postgres://… as well: queues shared by \
+             nodes must be recorded in a registry they share"
+        );
+    }
+    let storage = storage
+        .map(|s| StorageChoice::parse(&s, |var| std::env::var(var).ok()))
+        .transpose()?
+        .unwrap_or_default();
+    let search = search
+        .map(|s| SearchChoice::parse(&s))
+        .transpose()?
+        .unwrap_or_default();
+    let adapters = Adapters {
+        registry,
+        cache,
+        queue,
+        storage,
+        search,
+    };
+    adapters.check()?;
+    Ok(adapters)
 }
 
 /// The domain auth mode with its settings, checked for consistency.
@@ -549,17 +631,125 @@ mod tests {
     }
 
     #[test]
+    fn the_cache_is_embedded_unless_configured() {
+        let c = ServeArgs::default().resolve().unwrap();
+        assert_eq!(c.adapters.cache, CacheChoice::Embedded);
+        let f = toml_file("cache = \"embedded\"\n");
+        let c = parse(&["--config", f.path().to_str().unwrap()])
+            .resolve()
+            .unwrap();
+        assert_eq!(c.adapters.cache, CacheChoice::Embedded);
+        let err = parse(&["--cache", "memcached://h:11211"])
+            .resolve()
+            .unwrap_err();
+        assert!(format!("{err}").contains("--cache must be"), "{err}");
+    }
+
+    #[cfg(feature = "redis")]
+    #[test]
+    fn a_redis_cache_comes_from_a_flag_or_the_file() {
+        let f = toml_file("cache = \"redis://file-host:6379/1\"\ncache_max_bytes = 10\n");
+        let path = f.path().to_str().unwrap();
+        let url = |c: ServeConfig| match c.adapters.cache {
+            CacheChoice::Redis(r) => r.url,
+            other => panic!("{other:?}"),
+        };
+        let c = parse(&["--config", path]).resolve().unwrap();
+        assert_eq!(url(c), "redis://file-host:6379/1");
+        let c = parse(&["--config", path, "--cache", "redis://flag-host:6379/2"])
+            .resolve()
+            .unwrap();
+        assert_eq!(url(c), "redis://flag-host:6379/2");
+    }
+
+    #[test]
+    fn the_queue_is_embedded_unless_configured() {
+        let c = ServeArgs::default().resolve().unwrap();
+        assert_eq!(c.adapters.queue, QueueChoice::Embedded);
+        let err = parse(&["--queue", "amqp://h"]).resolve().unwrap_err();
+        assert!(format!("{err}").contains("--queue must be"), "{err}");
+    }
+
+    #[cfg(feature = "postgres")]
+    #[test]
+    fn a_postgres_queue_comes_from_a_flag_or_the_file_and_needs_a_shared_registry() {
+        let f = toml_file(
+            "registry = \"postgres://q@file-host/q\"\nqueue = \"postgres://q@file-host/q\"\n",
+        );
+        let path = f.path().to_str().unwrap();
+        let url = |c: ServeConfig| match c.adapters.queue {
+            QueueChoice::Postgres(pg) => pg.url,
+            other => panic!("{other:?}"),
+        };
+        let c = parse(&["--config", path]).resolve().unwrap();
+        assert_eq!(url(c), "postgres://q@file-host/q");
+        let c = parse(&["--config", path, "--queue", "postgresql://q@flag-host/q"])
+            .resolve()
+            .unwrap();
+        assert_eq!(url(c), "postgresql://q@flag-host/q");
+        let err = parse(&["--queue", "postgres://q@h/q"])
+            .resolve()
+            .unwrap_err();
+        assert!(format!("{err}").contains("needs --registry"), "{err}");
+    }
+
+    #[test]
+    fn storage_is_embedded_unless_configured() {
+        let c = parse(&[]).resolve().unwrap();
+        assert_eq!(c.adapters.storage, StorageChoice::Embedded);
+        let err = parse(&["--storage", "s3://?secret_access_key=hidden"])
+            .resolve()
+            .unwrap_err();
+        assert!(format!("{err:#}").contains("storage"), "{err:#}");
+        assert!(!format!("{err:#}").contains("hidden"), "{err:#}");
+        let err = parse(&["--storage", "file:///tmp/x"])
+            .resolve()
+            .unwrap_err();
+        assert!(format!("{err}").contains("--storage must be"), "{err}");
+    }
+
+    #[cfg(all(feature = "s3", feature = "postgres"))]
+    #[test]
+    fn s3_storage_comes_from_a_flag_or_the_file_and_needs_a_shared_registry() {
+        let url = "s3://media?endpoint=http://127.0.0.1:18333&access_key_id=k\
+                   &secret_access_key=hidden";
+        let err = parse(&["--storage", url]).resolve().unwrap_err();
+        assert!(format!("{err}").contains("--registry postgres://"), "{err}");
+        assert!(!format!("{err}").contains("hidden"), "{err}");
+        let f = toml_file(&format!(
+            "registry = \"postgres://q@h/q\"\nstorage = \"{url}\"\n"
+        ));
+        let c = parse(&["--config", f.path().to_str().unwrap()])
+            .resolve()
+            .unwrap();
+        let StorageChoice::S3(s3) = c.adapters.storage else {
+            panic!("S3 from the file")
+        };
+        assert_eq!(s3.bucket, "media");
+        assert!(!format!("{s3:?}").contains("hidden"));
+    }
+
+    #[test]
     fn search_is_embedded_unless_configured() {
         let c = ServeArgs::default().resolve().unwrap();
         assert_eq!(c.adapters.search, SearchChoice::Embedded);
         let err = parse(&["--search", "tantivy"]).resolve().unwrap_err();
         assert!(format!("{err}").contains("--search must be"), "{err}");
+        let err = parse(&["--search", "postgres://q@h/q"])
+            .resolve()
+            .unwrap_err();
+        #[cfg(feature = "postgres")]
+        assert!(format!("{err}").contains("needs --registry"), "{err}");
+        #[cfg(not(feature = "postgres"))]
+        assert!(format!("{err}").contains("without PostgreSQL"), "{err}");
     }
 
     #[cfg(feature = "postgres")]
     #[test]
     fn search_on_postgres_comes_from_a_flag_or_the_file() {
-        let f = toml_file("search = \"postgres://q@file-host/q\"\n");
+        let f = toml_file(
+            "registry = \"postgres://q@file-host/q\"\nsearch = \"postgres://q@file-host/q\"\n",
+        );
         let path = f.path().to_str().unwrap();
         let url = |c: ServeConfig| match c.adapters.search {
             SearchChoice::Postgres(pg) => pg.url,

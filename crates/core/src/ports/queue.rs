@@ -5,13 +5,13 @@
 //! Leases, not an in-process flag, mark a job as being delivered, so several nodes can share
 //! one queue store: a node that dies holding a lease simply lets it expire.
 
-use std::{fmt, str::FromStr};
+use std::{fmt, str::FromStr, sync::Weak};
 
 use async_trait::async_trait;
 use serde_json::{Map, Value};
 
 use crate::{
-    Error, Instance, Result, js_json,
+    Error, Instance, InstanceId, Result, js_json,
     ports::{
         Lifecycle,
         data::{Document, RawJson},
@@ -354,6 +354,14 @@ pub struct Settlement {
     pub outcome: Outcome,
 }
 
+/// Hears that jobs of a queue may have become claimable through something this node did
+/// not do itself: an enqueue or a retry through another node, a lease of a dead node run
+/// out. The dispatcher implements it to wake the queue's pump.
+pub trait DueListener: Send + Sync + 'static {
+    /// Jobs of the queue `queue` may be claimable now.
+    fn due(&self, queue: InstanceId);
+}
+
 /// Durable jobs of queue instances, claimed for delivery with leases.
 ///
 /// # Contract
@@ -384,7 +392,8 @@ pub struct Settlement {
 /// - `recover` releases leases that the adapter knows no live node holds. An adapter whose
 ///   store only one node can open (the embedded one locks its data directory, and keeps
 ///   leases in memory) has none left from a crash, so jobs in flight then are delivered
-///   again at once; an adapter shared by nodes releases none and lets leases expire. It is
+///   again at once; an adapter shared by nodes cannot tell a live node's lease from a dead
+///   one's, so it releases only leases that expired (claims take those anyway). It is
 ///   called once at start-up.
 /// - Operations on a queue whose storage was dropped fail with [`Error::NotFound`].
 /// - Times are milliseconds since the epoch, given by the caller's clock.
@@ -427,6 +436,13 @@ pub trait JobQueue: Lifecycle {
 
     /// Release leases no live node holds; returns how many jobs were released.
     async fn recover(&self, now_ms: i64) -> Result<usize>;
+
+    /// Call `listener` when jobs may have become claimable through other nodes (held
+    /// weakly: a dropped listener is no longer called). An adapter only one node uses
+    /// hears of nothing this node did not do, so by default this does nothing.
+    fn subscribe(&self, listener: Weak<dyn DueListener>) {
+        let _ = listener;
+    }
 }
 
 #[cfg(test)]

@@ -45,8 +45,7 @@ const MIGRATIONS: &[&str] = &[r#"
 CREATE TABLE quintet_search_instances (
     instance    BIGINT PRIMARY KEY,
     docs        BIGINT NOT NULL,
-    tokens      BIGINT[] NOT NULL,
-    created     TIMESTAMPTZ NOT NULL DEFAULT now()
+    tokens      BIGINT[] NOT NULL
 );
 
 CREATE TABLE quintet_search_docs (
@@ -78,10 +77,6 @@ CREATE TABLE quintet_search_terms (
 CREATE INDEX quintet_search_terms_trgm ON quintet_search_terms
     USING GIN (term "{trgm}".gin_trgm_ops);
 "#];
-
-/// Instances younger than this are never swept: another node may have recorded one in the
-/// registry after this node read the live list.
-const SWEEP_GRACE_SECONDS: f64 = 300.0;
 
 /// Full-text indexes of every search instance, in PostgreSQL tables shared by all nodes.
 #[derive(Debug, Clone)]
@@ -223,16 +218,16 @@ impl Lifecycle for PgSearchIndex {
     }
 
     async fn sweep(&self, live: &[InstanceId]) -> Result<usize> {
+        // `live` also holds the ids just above the registry's highest (the server's
+        // start-up sweep spares them), so an instance another node creates meanwhile stays.
         let live: Vec<i64> = live.iter().map(|i| i.0).collect();
         let orphans: Vec<i64> = self
             .db
             .client()
             .await?
             .query(
-                "SELECT instance FROM quintet_search_instances \
-                 WHERE NOT (instance = ANY($1)) \
-                   AND created < now() - make_interval(secs => $2)",
-                &[&live, &SWEEP_GRACE_SECONDS],
+                "SELECT instance FROM quintet_search_instances WHERE NOT (instance = ANY($1))",
+                &[&live],
             )
             .await
             .map_err(pg_error)?

@@ -9,6 +9,9 @@
 //! - [`Dispatcher::start`] (from `serve`) releases leases left by a crash and starts a pump
 //!   for every existing queue, so READY jobs are delivered after a restart.
 //! - [`Dispatcher::forget`] (on destroy) stops a queue's pump and abandons its deliveries.
+//! - Jobs enqueued through other nodes, and leases of dead nodes running out, are
+//!   announced by adapters shared by nodes ([`DueListener`]): the queue's pump here is
+//!   woken, or started after finding the queue in the registry.
 //! - [`Dispatcher::begin_shutdown`] stops claiming; [`Dispatcher::finish`] lets deliveries in
 //!   flight end, up to the shutdown timeout. Deliveries cut off keep their leases and are
 //!   delivered again at the next start (at-least-once).
@@ -21,14 +24,14 @@ mod pump;
 
 use std::{
     collections::{HashMap, HashSet},
-    sync::{Arc, Mutex, OnceLock},
+    sync::{Arc, Mutex, OnceLock, Weak},
     time::Duration,
 };
 
 use quintet_core::{
     AppName, Clock, Error, Instance, InstanceConfig, InstanceId, Result, ServiceType,
     ports::{
-        queue::{JobQueue, QueueConfig},
+        queue::{DueListener, JobQueue, QueueConfig},
         registry::Registry,
     },
 };
@@ -63,6 +66,8 @@ pub struct Dispatcher {
     settings: Settings,
     client: OnceLock<reqwest::Client>,
     inner: Mutex<Inner>,
+    /// Itself, for the tasks it starts when another node announces due jobs.
+    me: Weak<Dispatcher>,
 }
 
 #[derive(Debug, Default)]
@@ -70,6 +75,8 @@ struct Inner {
     pumps: HashMap<InstanceId, PumpHandle>,
     /// Destroyed queues: never pumped again (instance ids are never reused).
     gone: HashSet<InstanceId>,
+    /// Queues announced as due whose pump is being started (looked up in the registry).
+    finding: HashSet<InstanceId>,
     /// Whether pumps may be started (between `start` and `begin_shutdown`).
     accepting: bool,
     /// When deliveries in flight at shutdown are cut off.
@@ -86,20 +93,23 @@ struct PumpHandle {
 
 impl Dispatcher {
     /// A dispatcher over `port`, finding queues in `registry`, taking time from `clock`.
+    /// It hears of jobs due through other nodes once subscribed to `port`
+    /// ([`JobQueue::subscribe`]).
     pub fn new(
         port: Arc<dyn JobQueue>,
         registry: Arc<dyn Registry>,
         clock: Arc<dyn Clock>,
         settings: Settings,
-    ) -> Self {
-        Self {
+    ) -> Arc<Self> {
+        Arc::new_cyclic(|me| Self {
             port,
             registry,
             clock,
             settings,
             client: OnceLock::new(),
             inner: Mutex::new(Inner::default()),
-        }
+            me: me.clone(),
+        })
     }
 
     fn lock(&self) -> std::sync::MutexGuard<'_, Inner> {
@@ -163,6 +173,33 @@ impl Dispatcher {
             }
             Err(e) => tracing::error!(queue = %queue.name, error = %e, "cannot start deliveries"),
         }
+    }
+
+    /// Start the pump of the queue with id `queue`, found in the registry: it has none here
+    /// yet because the queue was created, or only used, through another node.
+    fn find_and_wake(&self, queue: InstanceId) {
+        let (Some(me), Ok(runtime)) = (self.me.upgrade(), tokio::runtime::Handle::try_current())
+        else {
+            return;
+        };
+        if !self.lock().finding.insert(queue) {
+            return; // a lookup is under way
+        }
+        runtime.spawn(async move {
+            let found = me.registry.list_instances(None).await;
+            me.lock().finding.remove(&queue);
+            match found {
+                Ok(all) => {
+                    if let Some(instance) = all
+                        .into_iter()
+                        .find(|i| i.id == queue && i.kind() == ServiceType::Queue)
+                    {
+                        me.wake(&Arc::new(instance));
+                    }
+                }
+                Err(e) => tracing::warn!(%queue, error = %e, "cannot find an announced queue"),
+            }
+        });
     }
 
     fn spawn(&self, queue: &Arc<Instance>) -> std::result::Result<PumpHandle, String> {
@@ -288,5 +325,24 @@ impl Dispatcher {
                 pump.task.abort();
             }
         }
+    }
+}
+
+impl DueListener for Dispatcher {
+    /// Another node enqueued or retried a job of `queue`, or a lease ran out: look now.
+    fn due(&self, queue: InstanceId) {
+        {
+            let inner = self.lock();
+            if !inner.accepting || inner.gone.contains(&queue) {
+                return;
+            }
+            if let Some(pump) = inner.pumps.get(&queue)
+                && !pump.task.is_finished()
+            {
+                pump.wake.notify_one();
+                return;
+            }
+        }
+        self.find_and_wake(queue);
     }
 }

@@ -1,0 +1,118 @@
+//! How to reach Redis, and where in it quintet keeps its keys.
+
+use std::{fmt, time::Duration};
+
+use quintet_core::{Error, Result};
+
+/// How long connecting, and each command, may take unless configured.
+pub const DEFAULT_TIMEOUT: Duration = Duration::from_secs(10);
+
+/// Key prefix used unless configured.
+pub const DEFAULT_PREFIX: &str = "quintet:";
+
+/// Where and how to connect.
+///
+/// The URL is redis-rs': `redis://[user:password@]host:port[/db]` (TLS, `rediss://`, is
+/// not compiled in). Every key quintet writes starts with `prefix`, so one Redis database
+/// can hold several deployments, and the tests' throwaway namespaces.
+#[derive(Clone, PartialEq, Eq)]
+pub struct RedisConfig {
+    /// The connection URL.
+    pub url: String,
+    /// The text every key starts with (see [`crate::keys`]).
+    pub prefix: String,
+    /// How long connecting, and each command, may take before the request answers 503.
+    pub timeout: Duration,
+}
+
+impl RedisConfig {
+    /// Settings for `url` with the default prefix and timeout; [`Error::Invalid`] when
+    /// `url` is not a Redis URL quintet can use.
+    pub fn new(url: &str) -> Result<Self> {
+        let config = Self {
+            url: url.to_owned(),
+            prefix: DEFAULT_PREFIX.to_owned(),
+            timeout: DEFAULT_TIMEOUT,
+        };
+        config.client()?;
+        Ok(config)
+    }
+
+    /// The same settings with every key under `prefix`.
+    pub fn with_prefix(mut self, prefix: impl Into<String>) -> Self {
+        self.prefix = prefix.into();
+        self
+    }
+
+    /// Whether `url` names Redis (`redis://`).
+    pub fn is_redis_url(url: &str) -> bool {
+        url.starts_with("redis://")
+    }
+
+    /// The URL with its password, if any, replaced by `***`: fit for logs and messages.
+    pub fn redacted_url(&self) -> String {
+        redact(&self.url)
+    }
+
+    /// A client for the URL, checked (it does not connect yet).
+    pub(crate) fn client(&self) -> Result<redis::Client> {
+        let shown = self.redacted_url();
+        if !Self::is_redis_url(&self.url) {
+            return Err(Error::invalid(format!(
+                "\"{shown}\" is not a Redis URL: write redis://host:6379/0 (rediss:// and \
+                 unix sockets are not supported)"
+            )));
+        }
+        redis::Client::open(self.url.as_str()).map_err(|e| {
+            Error::invalid(format!(
+                "\"{shown}\" is not a valid Redis URL ({}): write \
+                 redis://[user:password@]host:6379/0",
+                e.category()
+            ))
+        })
+    }
+}
+
+/// `url` with the password of its user part hidden.
+fn redact(url: &str) -> String {
+    let Some((scheme, rest)) = url.split_once("://") else {
+        return url.to_owned();
+    };
+    match rest.rsplit_once('@') {
+        Some((user, host)) if user.contains(':') => {
+            let name = user.split(':').next().unwrap_or_default();
+            format!("{scheme}://{name}:***@{host}")
+        }
+        _ => url.to_owned(),
+    }
+}
+
+impl fmt::Debug for RedisConfig {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("RedisConfig")
+            .field("url", &self.redacted_url())
+            .field("prefix", &self.prefix)
+            .field("timeout", &self.timeout)
+            .finish()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn urls_are_checked_and_passwords_hidden() {
+        let c = RedisConfig::new("redis://127.0.0.1:6379/2").unwrap();
+        assert_eq!(c.prefix, DEFAULT_PREFIX);
+        assert_eq!(c.with_prefix("x:").prefix, "x:");
+        let e = RedisConfig::new("memcached://h:1").unwrap_err();
+        assert!(e.to_string().contains("not a Redis URL"), "{e}");
+        let e = RedisConfig::new("redis://u:pw@h:notaport/0").unwrap_err();
+        assert!(matches!(e, Error::Invalid(_)), "{e:?}");
+        assert!(!e.to_string().contains("pw"), "{e}");
+        let c = RedisConfig::new("redis://u:pw@h:6379/0").unwrap();
+        assert_eq!(c.redacted_url(), "redis://u:***@h:6379/0");
+        assert!(!format!("{c:?}").contains("pw"));
+    }
+}
