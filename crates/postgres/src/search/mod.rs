@@ -124,9 +124,9 @@ impl PgSearchIndex {
 
 /// Create the `pg_trgm` extension unless it exists, and name the schema it is in.
 ///
-/// Extensions are per database, not per schema. A new one goes into `public` when that
-/// schema exists (so dropping one deployment's schema never drops the operators another
-/// deployment's index uses), else into the current schema. A global advisory lock keeps
+/// Extensions are per database, not per schema. A new one goes into `public` when this
+/// user may create there (so dropping one deployment's schema never drops the operators
+/// another deployment's index uses), else into the current schema. A global advisory lock keeps
 /// nodes and deployments starting at once from racing on `CREATE EXTENSION`.
 async fn install_trgm(db: &PgDatabase) -> Result<String> {
     let mut client = db.client().await?;
@@ -144,27 +144,34 @@ async fn install_trgm(db: &PgDatabase) -> Result<String> {
         tx.commit().await.map_err(pg_error)?;
         return Ok(schema.trim_matches('"').to_owned());
     }
-    let public: bool = tx
-        .query_one(
-            "SELECT EXISTS (SELECT 1 FROM pg_namespace WHERE nspname = 'public')",
-            &[],
-        )
+    // `public` may exist without this user's CREATE right on it (the default since
+    // PostgreSQL 15): then the extension goes into the current schema.
+    tx.batch_execute("SAVEPOINT quintet_trgm")
         .await
-        .map_err(pg_error)?
-        .get(0);
-    let sql = if public {
-        "CREATE EXTENSION IF NOT EXISTS pg_trgm WITH SCHEMA public"
-    } else {
-        "CREATE EXTENSION IF NOT EXISTS pg_trgm"
-    };
-    tx.batch_execute(sql).await.map_err(|e| {
-        tracing::error!(error = %crate::error::detail(&e), "cannot create the pg_trgm extension");
-        Error::Unavailable(
-            "search on PostgreSQL needs the pg_trgm extension: install the PostgreSQL contrib \
-             package, or have a superuser run CREATE EXTENSION pg_trgm in the database"
-                .into(),
-        )
-    })?;
+        .map_err(pg_error)?;
+    let in_public = tx
+        .batch_execute("CREATE EXTENSION IF NOT EXISTS pg_trgm WITH SCHEMA public")
+        .await;
+    if let Err(e) = in_public {
+        tracing::debug!(error = %crate::error::detail(&e), "pg_trgm cannot go into public");
+        tx.batch_execute("ROLLBACK TO SAVEPOINT quintet_trgm")
+            .await
+            .map_err(pg_error)?;
+        tx.batch_execute("CREATE EXTENSION IF NOT EXISTS pg_trgm")
+            .await
+            .map_err(|e| {
+                tracing::error!(
+                    error = %crate::error::detail(&e),
+                    "cannot create the pg_trgm extension"
+                );
+                Error::Unavailable(
+                    "search on PostgreSQL needs the pg_trgm extension: install the PostgreSQL \
+                     contrib package, or have a superuser run CREATE EXTENSION pg_trgm in the \
+                     database"
+                        .into(),
+                )
+            })?;
+    }
     let schema: String = tx.query_one(find, &[]).await.map_err(pg_error)?.get(0);
     tx.commit().await.map_err(pg_error)?;
     Ok(schema.trim_matches('"').to_owned())
