@@ -433,3 +433,73 @@ async fn a_filter_finds_matches_beyond_the_first_chunk() {
     assert_eq!(found, ["d495", "d496", "d497"]);
     assert_consistent(&pg).await;
 }
+
+/// In a database without a `public` schema, a user who may create extensions (`pg_trgm` is
+/// trusted) gets `pg_trgm` in its own schema, and search works. Runs in a database and
+/// role of its own, so the shared test database's `pg_trgm` is left alone.
+#[tokio::test]
+async fn pg_trgm_goes_into_the_own_schema_without_public() {
+    let Some(pg) = quintet_engine_test::postgres("search_trgm_own_schema").await else {
+        return;
+    };
+    let name = pg.schema().to_owned();
+    let base = pg.database_url();
+    let (server, _) = base.rsplit_once('/').unwrap();
+    let admin_url = format!("{server}/postgres");
+    let run = |url: String, sql: String| async move {
+        quintet_engine_test::run_sql(&url, &sql).await.unwrap();
+    };
+    // One statement per call: CREATE and DROP DATABASE refuse a transaction block.
+    run(admin_url.clone(), format!("CREATE ROLE \"{name}\" LOGIN")).await;
+    run(admin_url.clone(), format!("CREATE DATABASE \"{name}\"")).await;
+    let db_url = format!("{server}/{name}");
+    run(
+        db_url.clone(),
+        format!(
+            "DROP SCHEMA public; \
+             GRANT CREATE ON DATABASE \"{name}\" TO \"{name}\"; \
+             CREATE SCHEMA own AUTHORIZATION \"{name}\""
+        ),
+    )
+    .await;
+    // The same server as the role: postgres://<role>@host:port/<database>.
+    let (scheme, rest) = db_url.split_once("://").unwrap();
+    let host = rest.rsplit_once('@').map_or(rest, |(_, h)| h);
+    let user_url = format!("{scheme}://{name}@{host}?options=-c%20search_path%3Down");
+    let outcome = async {
+        let db = PgDatabase::connect(&PgConfig::new(&user_url).unwrap())
+            .await
+            .unwrap();
+        let index = PgSearchIndex::open(db).await.unwrap();
+        let inst = conformance::instance(InstanceConfig::Search(config()));
+        index.create_instance(&inst).await.unwrap();
+        index
+            .index(&inst, doc("gb", json!({"title": "Ghostbusters"})))
+            .await
+            .unwrap();
+        let found = ids(&index, &inst, "ghostbustres ").await;
+        let (client, conn) = tokio_postgres::connect(&user_url, tokio_postgres::NoTls)
+            .await
+            .unwrap();
+        tokio::spawn(conn);
+        let schema: String = client
+            .query_one(
+                "SELECT extnamespace::regnamespace::text FROM pg_extension \
+                 WHERE extname = 'pg_trgm'",
+                &[],
+            )
+            .await
+            .unwrap()
+            .get(0);
+        index.database().close();
+        (found, schema)
+    }
+    .await;
+    run(
+        admin_url.clone(),
+        format!("DROP DATABASE \"{name}\" WITH (FORCE)"),
+    )
+    .await;
+    run(admin_url, format!("DROP ROLE \"{name}\"")).await;
+    assert_eq!(outcome, (vec!["gb".to_owned()], "own".to_owned()));
+}

@@ -124,10 +124,10 @@ impl PgSearchIndex {
 
 /// Create the `pg_trgm` extension unless it exists, and name the schema it is in.
 ///
-/// Extensions are per database, not per schema. A new one goes into `public` when this
-/// user may create there (so dropping one deployment's schema never drops the operators
-/// another deployment's index uses), else into the current schema. A global advisory lock keeps
-/// nodes and deployments starting at once from racing on `CREATE EXTENSION`.
+/// Extensions are per database, not per schema. A new one goes into `public` when it can
+/// (so dropping one deployment's schema never drops the operators another deployment's
+/// index uses), else into the current schema. A global advisory lock keeps nodes and
+/// deployments starting at once from racing on `CREATE EXTENSION`.
 async fn install_trgm(db: &PgDatabase) -> Result<String> {
     let mut client = db.client().await?;
     let tx = client.transaction().await.map_err(pg_error)?;
@@ -144,8 +144,8 @@ async fn install_trgm(db: &PgDatabase) -> Result<String> {
         tx.commit().await.map_err(pg_error)?;
         return Ok(schema.trim_matches('"').to_owned());
     }
-    // `public` may exist without this user's CREATE right on it (the default since
-    // PostgreSQL 15): then the extension goes into the current schema.
+    // Without a `public` schema (or where the extension may not go there), it goes into
+    // the current schema.
     tx.batch_execute("SAVEPOINT quintet_trgm")
         .await
         .map_err(pg_error)?;
