@@ -15,8 +15,8 @@
 //! | `quintet_search_postings` | instance, field, term, document, term frequency | which documents hold a term, BM25's tf and df |
 //! | `quintet_search_terms` | instance, field, term, documents | the vocabulary: exact, prefix (B-tree range) and typo (`pg_trgm` GIN) lookups |
 //!
-//! - [`query`]: answering a query.
-//! - [`write`]: index, update, remove, bulk in one transaction each.
+//! - `query`: answering a query.
+//! - `write`: index, update, remove, bulk in one transaction each.
 //!
 //! Writes to one instance take its `quintet_search_instances` row `FOR UPDATE` first, so
 //! they run one at a time (as on the embedded engine's single writer) and the vocabulary
