@@ -11,6 +11,11 @@
 //!   [`quintet_core::ports::queue::JobQueue`] like the SQLite queue, with leases in the
 //!   job rows (`FOR UPDATE SKIP LOCKED`) so N nodes share the work, and `NOTIFY` on
 //!   enqueue so an idle node picks up a job enqueued through a busy one (see [`queue`]).
+//! - [`PgDocStore`]: the documents of every data instance, implementing
+//!   [`quintet_core::ports::data::DocStore`]: the stored text as sent (plus `jsonb`), the
+//!   indexes of `quintet_core::mango` as a B-tree of order-preserving keys, queries
+//!   planned by the core planner and re-checked by the core evaluator, so answers equal
+//!   the embedded engine's (see [`data`]).
 //! - [`PgSearchIndex`]: search instances in shared tables (postings, a vocabulary with a
 //!   `pg_trgm` index for typos, BM25 statistics), implementing
 //!   [`quintet_core::ports::search::SearchIndex`] with the ranking rules of
@@ -22,6 +27,7 @@
 //! schemas). The crate knows nothing of HTTP.
 
 pub mod config;
+pub mod data;
 pub mod database;
 pub mod error;
 pub mod feed;
@@ -30,6 +36,7 @@ pub mod registry;
 pub mod search;
 
 pub use config::PgConfig;
+pub use data::PgDocStore;
 pub use database::{PgClient, PgDatabase};
 pub use queue::PgJobQueue;
 pub use registry::PgRegistry;

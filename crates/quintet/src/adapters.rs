@@ -4,9 +4,10 @@
 //!
 //! | setting | embedded (default) | scale-out |
 //! |---|---|---|
-//! | `--registry` | `registry.db` in the data directory | `postgres://…` (feature `postgres`) |
+//! | `--registry` | `registry.db` in the data directory | `postgres://…` (feature `postgres`); follows `--data` when not given |
+//! | `--data` | `data.db` in the data directory | `postgres://…` (feature `postgres`; needs a PostgreSQL registry) |
 //! | `--cache` | `cache.db` in the data directory | `redis://…` (feature `redis`) |
-//! | `--queue` | `queue.db` in the data directory | `postgres://…` (feature `postgres`) |
+//! | `--queue` | `queue.db` in the data directory | `postgres://…` (feature `postgres`; needs a PostgreSQL registry) |
 //! | `--storage` | files under the data directory | `s3://bucket?endpoint=…` (feature `s3`; needs a PostgreSQL registry) |
 //! | `--search` | tantivy indexes in the data directory | `postgres://…` (feature `postgres`; needs a PostgreSQL registry) |
 //!
@@ -18,17 +19,18 @@ use anyhow::bail;
 use quintet_core::{
     Clock,
     ports::{
-        cache::Cache, queue::JobQueue, registry::Registry, search::SearchIndex,
+        cache::Cache, data::DocStore, queue::JobQueue, registry::Registry, search::SearchIndex,
         storage::ObjectStorage,
     },
 };
 use quintet_embedded::Embedded;
 use quintet_server::Services;
 
-/// Where the registry (accounts, applications, keys, instances) lives.
+/// Where something that can move to PostgreSQL lives: the registry (accounts,
+/// applications, keys, instances), documents, queued jobs or search indexes.
 #[derive(Debug, Clone, PartialEq, Eq, Default)]
-pub enum RegistryChoice {
-    /// `registry.db` in the data directory: one node.
+pub enum PgChoice {
+    /// The embedded store in the data directory: one node.
     #[default]
     Embedded,
     /// PostgreSQL, shared by every node on the same database and schema.
@@ -36,37 +38,42 @@ pub enum RegistryChoice {
     Postgres(quintet_postgres::PgConfig),
 }
 
-impl RegistryChoice {
-    /// Parse a `--registry` value: `embedded`, or a `postgres://` URL.
-    pub fn parse(value: &str) -> anyhow::Result<Self> {
+/// Where the registry lives.
+pub type RegistryChoice = PgChoice;
+/// Where documents live.
+pub type DataChoice = PgChoice;
+/// Where queued jobs live.
+pub type QueueChoice = PgChoice;
+/// Where search indexes live.
+pub type SearchChoice = PgChoice;
+
+impl PgChoice {
+    /// Parse the value of `--<setting>`: `embedded`, or a `postgres://` URL.
+    pub fn parse(setting: &str, value: &str) -> anyhow::Result<Self> {
         let value = value.trim();
         if value == "embedded" {
             return Ok(Self::Embedded);
         }
         if value.starts_with("postgres://") || value.starts_with("postgresql://") {
-            return postgres(value);
+            #[cfg(feature = "postgres")]
+            return Ok(Self::Postgres(quintet_postgres::PgConfig::new(value)?));
+            #[cfg(not(feature = "postgres"))]
+            bail!(
+                "this quintet was built without PostgreSQL support: rebuild it with the cargo \
+                 feature \"postgres\" (on by default) to use --{setting} postgres://…"
+            );
         }
         bail!(
-            "--registry must be \"embedded\" or a PostgreSQL URL such as \
+            "--{setting} must be \"embedded\" or a PostgreSQL URL such as \
              postgres://user@host:5432/database, not \"{}\"",
             redact(value)
         )
     }
-}
 
-#[cfg(feature = "postgres")]
-fn postgres(url: &str) -> anyhow::Result<RegistryChoice> {
-    Ok(RegistryChoice::Postgres(quintet_postgres::PgConfig::new(
-        url,
-    )?))
-}
-
-#[cfg(not(feature = "postgres"))]
-fn postgres(_url: &str) -> anyhow::Result<RegistryChoice> {
-    bail!(
-        "this quintet was built without PostgreSQL support: rebuild it with the cargo feature \
-         \"postgres\" (on by default) to use --registry postgres://…"
-    )
+    /// Whether this names PostgreSQL.
+    pub fn is_postgres(&self) -> bool {
+        *self != Self::Embedded
+    }
 }
 
 /// Where cache entries live.
@@ -122,83 +129,6 @@ fn redact(value: &str) -> String {
             format!("{scheme}://{name}:***@{host}")
         }
         _ => value.to_owned(),
-    }
-}
-
-/// Where queued jobs live.
-#[derive(Debug, Clone, PartialEq, Eq, Default)]
-pub enum QueueChoice {
-    /// `queue.db` in the data directory: one node.
-    #[default]
-    Embedded,
-    /// PostgreSQL, shared by every node: any node delivers any job.
-    #[cfg(feature = "postgres")]
-    Postgres(quintet_postgres::PgConfig),
-}
-
-impl QueueChoice {
-    /// Parse a `--queue` value: `embedded`, or a `postgres://` URL.
-    pub fn parse(value: &str) -> anyhow::Result<Self> {
-        let value = value.trim();
-        if value == "embedded" {
-            return Ok(Self::Embedded);
-        }
-        if value.starts_with("postgres://") || value.starts_with("postgresql://") {
-            return postgres_queue(value);
-        }
-        bail!(
-            "--queue must be \"embedded\" or a PostgreSQL URL such as \
-             postgres://user@host:5432/database, not \"{}\"",
-            redact(value)
-        )
-    }
-}
-
-#[cfg(feature = "postgres")]
-fn postgres_queue(url: &str) -> anyhow::Result<QueueChoice> {
-    Ok(QueueChoice::Postgres(quintet_postgres::PgConfig::new(url)?))
-}
-
-#[cfg(not(feature = "postgres"))]
-fn postgres_queue(_url: &str) -> anyhow::Result<QueueChoice> {
-    bail!(
-        "this quintet was built without PostgreSQL support: rebuild it with the cargo feature \
-         \"postgres\" (on by default) to use --queue postgres://…"
-    )
-}
-
-/// Where search indexes live.
-#[derive(Debug, Clone, PartialEq, Eq, Default)]
-pub enum SearchChoice {
-    /// tantivy indexes in the data directory: one node.
-    #[default]
-    Embedded,
-    /// PostgreSQL tables (postings, vocabulary, BM25 statistics) shared by every node.
-    #[cfg(feature = "postgres")]
-    Postgres(quintet_postgres::PgConfig),
-}
-
-impl SearchChoice {
-    /// Parse a `--search` value: `embedded`, or a `postgres://` URL.
-    pub fn parse(value: &str) -> anyhow::Result<Self> {
-        let value = value.trim();
-        if value == "embedded" {
-            return Ok(Self::Embedded);
-        }
-        if value.starts_with("postgres://") || value.starts_with("postgresql://") {
-            #[cfg(feature = "postgres")]
-            return Ok(Self::Postgres(quintet_postgres::PgConfig::new(value)?));
-            #[cfg(not(feature = "postgres"))]
-            bail!(
-                "this quintet was built without PostgreSQL support: rebuild it with the cargo \
-                 feature \"postgres\" (on by default) to use --search postgres://…"
-            );
-        }
-        bail!(
-            "--search must be \"embedded\" or a PostgreSQL URL such as \
-             postgres://user@host:5432/database, not \"{}\"",
-            redact(value)
-        )
     }
 }
 
@@ -280,6 +210,8 @@ fn redact_storage(value: &str) -> String {
 pub struct Adapters {
     /// Where the registry lives.
     pub registry: RegistryChoice,
+    /// Where documents live.
+    pub data: DataChoice,
     /// Where cache entries live.
     pub cache: CacheChoice,
     /// Where queued jobs live.
@@ -290,28 +222,51 @@ pub struct Adapters {
     pub search: SearchChoice,
 }
 impl Adapters {
-    /// Refuse combinations that cannot work.
+    /// Refuse combinations that cannot work: contents shared by nodes need the registry
+    /// they share.
     pub fn check(&self) -> anyhow::Result<()> {
-        #[cfg(feature = "s3")]
-        if matches!(self.storage, StorageChoice::S3(_)) && self.registry == RegistryChoice::Embedded
-        {
-            bail!(
-                "--storage s3://… needs the shared registry --registry postgres://…: objects \
-                 on S3 are kept by instance id, and ids are only unique across nodes when \
-                 every node records instances in the same registry"
-            );
+        if self.registry.is_postgres() {
+            return Ok(());
         }
-        #[cfg(feature = "postgres")]
-        if matches!(self.search, SearchChoice::Postgres(_))
-            && self.registry == RegistryChoice::Embedded
-        {
-            // Instance ids come from the registry: nodes sharing search tables must share
-            // the registry too, or their ids would collide and their sweeps remove each
-            // other's instances.
+        // Instance ids come from the registry: nodes sharing contents must share the
+        // registry too, or their ids would collide and each node's start-up sweep would
+        // remove the instances of the others.
+        let shared = [
+            (
+                "data",
+                "postgres",
+                "documents on PostgreSQL",
+                self.data.is_postgres(),
+            ),
+            (
+                "queue",
+                "postgres",
+                "queues on PostgreSQL",
+                self.queue.is_postgres(),
+            ),
+            (
+                "search",
+                "postgres",
+                "search indexes on PostgreSQL",
+                self.search.is_postgres(),
+            ),
+            (
+                "cache",
+                "redis",
+                "cache entries on Redis",
+                self.cache != CacheChoice::Embedded,
+            ),
+            (
+                "storage",
+                "s3",
+                "objects on S3",
+                self.storage != StorageChoice::Embedded,
+            ),
+        ];
+        if let Some((setting, engine, what, _)) = shared.iter().find(|s| s.3) {
             bail!(
-                "--search postgres://… needs --registry postgres://… as well: search on \
-                 PostgreSQL is shared by nodes, and they must share the registry that names \
-                 its instances"
+                "--{setting} {engine}://… needs --registry postgres://… as well: {what} are \
+                 shared by nodes, and they must share the registry that names their instances"
             );
         }
         Ok(())
@@ -378,7 +333,7 @@ pub async fn open(
             tracing::info!(
                 url = %config.redacted_url(),
                 schema = %registry.database().schema(),
-                "registry on PostgreSQL; instance contents stay in this node's data directory"
+                "registry on PostgreSQL, shared by every node"
             );
             let identity = format!("postgres:{}", registry.id());
             (Arc::new(registry), identity)
@@ -407,6 +362,29 @@ pub async fn open(
                 "queue on PostgreSQL, shared by every node"
             );
             Arc::new(queue)
+        }
+    };
+    let data: Arc<dyn DocStore> = match &adapters.data {
+        DataChoice::Embedded => embedded.data.clone(),
+        #[cfg(feature = "postgres")]
+        DataChoice::Postgres(config) => {
+            use anyhow::Context as _;
+            let opened = async {
+                let db = pools.get(config).await?;
+                quintet_postgres::PgDocStore::open(db, Arc::clone(&clock)).await
+            };
+            let data = opened.await.with_context(|| {
+                format!(
+                    "cannot open data on PostgreSQL at {}",
+                    config.redacted_url()
+                )
+            })?;
+            tracing::info!(
+                url = %config.redacted_url(),
+                schema = %data.database().schema(),
+                "documents on PostgreSQL, shared by every node"
+            );
+            Arc::new(data)
         }
     };
     let search: Arc<dyn SearchIndex> = match &adapters.search {
@@ -452,7 +430,7 @@ pub async fn open(
     Ok(Opened {
         services: Services {
             registry,
-            data: embedded.data.clone(),
+            data,
             cache,
             search,
             queue,
@@ -489,12 +467,6 @@ async fn open_cache(
                         config.redacted_url()
                     )
                 })?;
-            if registry_identity == "embedded" {
-                tracing::warn!(
-                    "cache on Redis with the embedded registry: only one node may use this \
-                     Redis database this way (use --registry postgres://… to share it)"
-                );
-            }
             tracing::info!(url = %config.redacted_url(), prefix = %config.prefix, "cache on Redis");
             Ok(Arc::new(cache))
         }
@@ -508,13 +480,13 @@ mod tests {
     #[test]
     fn registry_values() {
         assert_eq!(
-            RegistryChoice::parse("embedded").unwrap(),
+            RegistryChoice::parse("registry", "embedded").unwrap(),
             RegistryChoice::Embedded
         );
-        let err = RegistryChoice::parse("mysql://u:pw@h/db").unwrap_err();
+        let err = RegistryChoice::parse("registry", "mysql://u:pw@h/db").unwrap_err();
         assert!(err.to_string().contains("mysql://u:***@h/db"), "{err}");
         assert!(!err.to_string().contains("pw"), "{err}");
-        let pg = RegistryChoice::parse("postgres://quintet@db.internal:5432/quintet");
+        let pg = RegistryChoice::parse("registry", "postgres://quintet@db.internal:5432/quintet");
         #[cfg(feature = "postgres")]
         assert!(
             matches!(pg, Ok(RegistryChoice::Postgres(ref c)) if c.url.contains("db.internal")),
@@ -552,13 +524,13 @@ mod tests {
     #[test]
     fn queue_values() {
         assert_eq!(
-            QueueChoice::parse("embedded").unwrap(),
+            QueueChoice::parse("queue", "embedded").unwrap(),
             QueueChoice::Embedded
         );
-        let err = QueueChoice::parse("redis://u:pw@h/0").unwrap_err();
+        let err = QueueChoice::parse("queue", "redis://u:pw@h/0").unwrap_err();
         assert!(err.to_string().contains("--queue must be"), "{err}");
         assert!(!err.to_string().contains("pw"), "{err}");
-        let pg = QueueChoice::parse("postgresql://quintet@db.internal/quintet");
+        let pg = QueueChoice::parse("queue", "postgresql://quintet@db.internal/quintet");
         #[cfg(feature = "postgres")]
         assert!(
             matches!(pg, Ok(QueueChoice::Postgres(ref c)) if c.url.contains("db.internal")),
@@ -571,13 +543,13 @@ mod tests {
     #[test]
     fn search_values() {
         assert_eq!(
-            SearchChoice::parse("embedded").unwrap(),
+            SearchChoice::parse("search", "embedded").unwrap(),
             SearchChoice::Embedded
         );
-        let err = SearchChoice::parse("elastic://u:pw@h").unwrap_err();
+        let err = SearchChoice::parse("search", "elastic://u:pw@h").unwrap_err();
         assert!(err.to_string().contains("--search must be"), "{err}");
         assert!(!err.to_string().contains("pw"), "{err}");
-        let pg = SearchChoice::parse("postgresql://quintet@db.internal/quintet");
+        let pg = SearchChoice::parse("search", "postgresql://quintet@db.internal/quintet");
         #[cfg(feature = "postgres")]
         assert!(
             matches!(pg, Ok(SearchChoice::Postgres(ref c)) if c.url.contains("db.internal")),
@@ -590,7 +562,7 @@ mod tests {
     #[cfg(feature = "postgres")]
     #[test]
     fn search_on_postgres_needs_a_postgres_registry() {
-        let search = SearchChoice::parse("postgres://q@h/q").unwrap();
+        let search = SearchChoice::parse("search", "postgres://q@h/q").unwrap();
         let alone = Adapters {
             search: search.clone(),
             ..Adapters::default()
@@ -598,7 +570,7 @@ mod tests {
         let err = alone.check().unwrap_err();
         assert!(err.to_string().contains("needs --registry"), "{err}");
         let shared = Adapters {
-            registry: RegistryChoice::parse("postgres://q@h/q").unwrap(),
+            registry: RegistryChoice::parse("registry", "postgres://q@h/q").unwrap(),
             search,
             ..Adapters::default()
         };
@@ -608,7 +580,8 @@ mod tests {
     #[cfg(feature = "postgres")]
     #[test]
     fn bad_postgres_urls_are_refused_at_configuration() {
-        let err = RegistryChoice::parse("postgres://u:pw@h/db?sslmode=require").unwrap_err();
+        let err =
+            RegistryChoice::parse("registry", "postgres://u:pw@h/db?sslmode=require").unwrap_err();
         assert!(err.to_string().contains("without TLS"), "{err}");
         assert!(!err.to_string().contains("pw@"), "{err}");
     }

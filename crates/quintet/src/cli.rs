@@ -17,7 +17,7 @@ use quintet_server::config::{DomainAuth, TlsFiles};
 use serde::Deserialize;
 
 use crate::{
-    adapters::{Adapters, CacheChoice, QueueChoice, RegistryChoice, SearchChoice, StorageChoice},
+    adapters::{Adapters, CacheChoice, PgChoice, StorageChoice},
     admin,
 };
 
@@ -96,6 +96,12 @@ pub struct ServeArgs {
         hide_env_values = true
     )]
     pub registry: Option<String>,
+
+    /// Where documents are kept: `embedded` (in the data directory, one node) or a
+    /// PostgreSQL URL shared by every node; the registry follows it to PostgreSQL unless
+    /// --registry says otherwise [default: embedded]
+    #[arg(long, env = "QUINTET_DATA", value_name = "URL", hide_env_values = true)]
+    pub data: Option<String>,
 
     /// Where cache entries are kept: `embedded` (in the data directory, one node) or a
     /// Redis URL shared by every node, e.g. redis://:secret@cache:6379/0. Use it with a
@@ -246,6 +252,7 @@ pub(crate) struct FileConfig {
     pub(crate) listen: Option<SocketAddr>,
     pub(crate) data_dir: Option<PathBuf>,
     registry: Option<String>,
+    data: Option<String>,
     cache: Option<String>,
     queue: Option<String>,
     storage: Option<String>,
@@ -345,6 +352,7 @@ impl ServeArgs {
         };
         let adapters = adapters(
             self.registry.or(file.registry),
+            self.data.or(file.data),
             self.cache.or(file.cache),
             self.queue.or(file.queue),
             self.storage.or(file.storage),
@@ -403,50 +411,41 @@ impl ServeArgs {
     }
 }
 
-/// The adapters named by `--registry`, `--cache`, `--queue`, `--storage` and `--search`,
-/// checked for consistency.
+/// The adapters named by `--registry`, `--data`, `--cache`, `--queue`, `--storage` and
+/// `--search`, checked for consistency. Without `--registry`, the registry follows
+/// `--data` to PostgreSQL: nodes sharing documents must share the registry.
 fn adapters(
     registry: Option<String>,
+    data: Option<String>,
     cache: Option<String>,
     queue: Option<String>,
     storage: Option<String>,
     search: Option<String>,
 ) -> anyhow::Result<Adapters> {
-    let registry = registry
-        .map(|r| RegistryChoice::parse(&r))
-        .transpose()?
-        .unwrap_or_default();
-    let cache = cache
-        .map(|c| CacheChoice::parse(&c))
-        .transpose()?
-        .unwrap_or_default();
-    let queue = queue
-        .map(|q| QueueChoice::parse(&q))
-        .transpose()?
-        .unwrap_or_default();
-    // Jobs are keyed by instance ids, which only a registry shared by every node makes
-    // agree between nodes; with a registry of its own, a node's start-up sweep would
-    // delete the queues of every other node.
-    if queue != QueueChoice::Embedded && registry == RegistryChoice::Embedded {
-        bail!(
-            "--queue postgres://… needs --registry postgres://… as well: queues shared by \
-             nodes must be recorded in a registry they share"
-        );
-    }
-    let storage = storage
-        .map(|s| StorageChoice::parse(&s, |var| std::env::var(var).ok()))
-        .transpose()?
-        .unwrap_or_default();
-    let search = search
-        .map(|s| SearchChoice::parse(&s))
-        .transpose()?
-        .unwrap_or_default();
+    let pg = |setting: &str, value: Option<String>| {
+        value
+            .map(|v| PgChoice::parse(setting, &v))
+            .transpose()
+            .map(Option::unwrap_or_default)
+    };
+    let data = pg("data", data)?;
+    let registry = match registry {
+        Some(r) => PgChoice::parse("registry", &r)?,
+        None => data.clone(),
+    };
     let adapters = Adapters {
         registry,
-        cache,
-        queue,
-        storage,
-        search,
+        data,
+        cache: cache
+            .map(|c| CacheChoice::parse(&c))
+            .transpose()?
+            .unwrap_or_default(),
+        queue: pg("queue", queue)?,
+        storage: storage
+            .map(|s| StorageChoice::parse(&s, |var| std::env::var(var).ok()))
+            .transpose()?
+            .unwrap_or_default(),
+        search: pg("search", search)?,
     };
     adapters.check()?;
     Ok(adapters)
@@ -529,6 +528,7 @@ pub(crate) fn read_file(path: &Path) -> anyhow::Result<FileConfig> {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::adapters::{DataChoice, QueueChoice, RegistryChoice, SearchChoice};
     use std::io::Write;
 
     fn parse(args: &[&str]) -> ServeArgs {
@@ -645,10 +645,13 @@ mod tests {
         assert!(format!("{err}").contains("--cache must be"), "{err}");
     }
 
-    #[cfg(feature = "redis")]
+    #[cfg(all(feature = "redis", feature = "postgres"))]
     #[test]
     fn a_redis_cache_comes_from_a_flag_or_the_file() {
-        let f = toml_file("cache = \"redis://file-host:6379/1\"\ncache_max_bytes = 10\n");
+        let f = toml_file(
+            "registry = \"postgres://q@h/q\"\ncache = \"redis://file-host:6379/1\"\n\
+             cache_max_bytes = 10\n",
+        );
         let path = f.path().to_str().unwrap();
         let url = |c: ServeConfig| match c.adapters.cache {
             CacheChoice::Redis(r) => r.url,
@@ -761,6 +764,56 @@ mod tests {
             .resolve()
             .unwrap();
         assert_eq!(url(c), "postgresql://q@flag-host/q");
+    }
+
+    #[test]
+    fn data_is_embedded_unless_configured() {
+        let c = ServeArgs::default().resolve().unwrap();
+        assert_eq!(c.adapters.data, DataChoice::Embedded);
+        let err = parse(&["--data", "mongodb://h/db"]).resolve().unwrap_err();
+        assert!(format!("{err}").contains("--data must be"), "{err}");
+    }
+
+    #[cfg(feature = "postgres")]
+    #[test]
+    fn the_registry_follows_data_to_postgres() {
+        let url = |c: &PgChoice| match c {
+            PgChoice::Postgres(pg) => pg.url.clone(),
+            other => panic!("{other:?}"),
+        };
+        let c = parse(&["--data", "postgres://q@flag-host/q"])
+            .resolve()
+            .unwrap();
+        assert_eq!(url(&c.adapters.data), "postgres://q@flag-host/q");
+        assert_eq!(url(&c.adapters.registry), "postgres://q@flag-host/q");
+        let f = toml_file("data = \"postgres://q@file-host/q\"\n");
+        let path = f.path().to_str().unwrap();
+        let c = parse(&["--config", path]).resolve().unwrap();
+        assert_eq!(url(&c.adapters.registry), "postgres://q@file-host/q");
+        let c = parse(&["--config", path, "--registry", "postgres://q@other/q"])
+            .resolve()
+            .unwrap();
+        assert_eq!(url(&c.adapters.data), "postgres://q@file-host/q");
+        assert_eq!(url(&c.adapters.registry), "postgres://q@other/q");
+        let err = parse(&["--config", path, "--registry", "embedded"])
+            .resolve()
+            .unwrap_err();
+        assert!(
+            format!("{err}").contains("--data postgres://… needs --registry"),
+            "{err}"
+        );
+    }
+
+    #[cfg(feature = "redis")]
+    #[test]
+    fn a_redis_cache_needs_a_shared_registry() {
+        let err = parse(&["--cache", "redis://127.0.0.1:6379/0"])
+            .resolve()
+            .unwrap_err();
+        assert!(
+            format!("{err}").contains("--cache redis://… needs --registry"),
+            "{err}"
+        );
     }
 
     #[test]

@@ -31,6 +31,7 @@ fn serve_help_documents_every_setting() {
         ("--queue ", "QUINTET_QUEUE]"),
         ("--storage", "QUINTET_STORAGE"),
         ("--search", "QUINTET_SEARCH"),
+        ("--data ", "QUINTET_DATA]"),
         ("--max-body-bytes", "QUINTET_MAX_BODY_BYTES"),
         ("--max-json-depth", "QUINTET_MAX_JSON_DEPTH"),
         ("--shutdown-timeout", "QUINTET_SHUTDOWN_TIMEOUT"),

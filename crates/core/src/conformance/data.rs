@@ -365,9 +365,13 @@ pub async fn find_follows_mango(store: &dyn DocStore) {
         .unwrap();
     assert_eq!(out.warning.as_deref(), Some(NO_INDEX_WARNING));
     let stats = out.stats.expect("stats");
-    assert_eq!(
-        (stats.docs_examined, stats.results_returned, stats.index),
-        (7, 1, None)
+    assert_eq!((stats.results_returned, stats.index), (1, None));
+    // A scan reads every document, unless the engine filters some out before the
+    // evaluator sees them (PostgreSQL checks exact equalities in SQL).
+    assert!(
+        (1..=7).contains(&stats.docs_examined),
+        "{} documents examined",
+        stats.docs_examined
     );
     store.drop_instance(&inst).await.unwrap();
 }

@@ -1,0 +1,267 @@
+//! Reads: a document by id, streamed lists, and Mango queries planned by
+//! `quintet_core::mango` and walked over the index entries in PostgreSQL.
+
+use std::{collections::VecDeque, time::Instant};
+
+use deadpool_postgres::Transaction;
+use futures_util::stream;
+use quintet_core::{
+    Error, Instance, Result,
+    mango::{Collector, plan},
+    ports::data::{DocId, DocStream, FindOutcome, FindQuery, ListQuery, RawJson},
+};
+use serde_json::value::RawValue;
+use tokio_postgres::{IsolationLevel, types::ToSql};
+
+use super::{PgDocStore, instance_gone, prefilter::Prefilter};
+use crate::{database::PgDatabase, error::pg_error};
+
+/// Documents listed per round trip while streaming a list.
+const LIST_PAGE: usize = 256;
+
+/// Candidates fetched per round trip while answering a query.
+const FIND_PAGE: i32 = 128;
+
+fn raw(text: String) -> Result<RawJson> {
+    RawValue::from_string(text)
+        .map_err(|e| Error::internal(format!("a stored document is not JSON: {e}")))
+}
+
+pub(super) async fn get(
+    db: &PgDatabase,
+    instance: &Instance,
+    id: &DocId,
+) -> Result<Option<RawJson>> {
+    let client = db.client().await?;
+    let stmt = client
+        .prepare_cached("SELECT body FROM quintet_data_docs WHERE instance = $1 AND id = $2")
+        .await
+        .map_err(pg_error)?;
+    client
+        .query_opt(&stmt, &[&instance.id.0, &id.as_str()])
+        .await
+        .map_err(pg_error)?
+        .map(|row| raw(row.get(0)))
+        .transpose()
+}
+
+pub(super) async fn list(
+    db: &PgDatabase,
+    instance: &Instance,
+    query: ListQuery,
+) -> Result<DocStream> {
+    let mut lister = Lister {
+        db: db.clone(),
+        instance: instance.id.0,
+        query,
+        cursor: None,
+        sent: 0,
+        buf: VecDeque::new(),
+        done: false,
+    };
+    // The first page is read before answering, so a failure is still a status.
+    lister.fetch().await?;
+    Ok(Box::pin(stream::unfold(lister, |mut l| async move {
+        loop {
+            if let Some(doc) = l.buf.pop_front() {
+                return Some((Ok(doc), l));
+            }
+            if l.done {
+                return None;
+            }
+            if let Err(e) = l.fetch().await {
+                l.done = true;
+                return Some((Err(e), l));
+            }
+        }
+    })))
+}
+
+/// The state of a streaming list: the next page is read when the buffer runs dry. Each
+/// page continues after the last id sent, so pages need no open transaction.
+struct Lister {
+    db: PgDatabase,
+    instance: i64,
+    query: ListQuery,
+    cursor: Option<String>,
+    sent: usize,
+    buf: VecDeque<RawJson>,
+    done: bool,
+}
+
+impl Lister {
+    async fn fetch(&mut self) -> Result<()> {
+        let remaining = self
+            .query
+            .limit
+            .map_or(usize::MAX, |l| l - self.sent.min(l));
+        if remaining == 0 {
+            self.done = true;
+            return Ok(());
+        }
+        let client = self.db.client().await?;
+        if let Some(keys) = &self.query.keys {
+            let stmt = client
+                .prepare_cached(
+                    "SELECT id, body FROM quintet_data_docs \
+                     WHERE instance = $1 AND id = ANY($2::text[])",
+                )
+                .await
+                .map_err(pg_error)?;
+            let found: std::collections::HashMap<String, String> = client
+                .query(&stmt, &[&self.instance, keys])
+                .await
+                .map_err(pg_error)?
+                .into_iter()
+                .map(|r| (r.get(0), r.get(1)))
+                .collect();
+            // In the order asked; an id asked twice is answered twice.
+            for body in keys.iter().filter_map(|k| found.get(k)).take(remaining) {
+                self.buf.push_back(raw(body.clone())?);
+            }
+            self.done = true;
+            return Ok(());
+        }
+        let page = remaining.min(LIST_PAGE);
+        let desc = self.query.descending;
+        let (low, high) = if desc {
+            (&self.query.end_key, &self.query.start_key)
+        } else {
+            (&self.query.start_key, &self.query.end_key)
+        };
+        let mut conds: Vec<(&str, &String)> = Vec::new();
+        if let Some(l) = low {
+            conds.push((">=", l));
+        }
+        if let Some(h) = high {
+            conds.push(("<=", h));
+        }
+        if let Some(cur) = &self.cursor {
+            conds.push((if desc { "<" } else { ">" }, cur));
+        }
+        let mut sql = String::from("SELECT id, body FROM quintet_data_docs WHERE instance = $1");
+        for (i, (op, _)) in conds.iter().enumerate() {
+            sql.push_str(&format!(" AND id {op} ${}", i + 2));
+        }
+        sql.push_str(&format!(
+            " ORDER BY id {} LIMIT {page}",
+            if desc { "DESC" } else { "ASC" }
+        ));
+        let stmt = client.prepare_cached(&sql).await.map_err(pg_error)?;
+        let mut params: Vec<&(dyn ToSql + Sync)> = vec![&self.instance];
+        params.extend(conds.iter().map(|(_, v)| *v as &(dyn ToSql + Sync)));
+        let rows = client.query(&stmt, &params).await.map_err(pg_error)?;
+        if rows.len() < page {
+            self.done = true;
+        }
+        self.sent += rows.len();
+        for row in rows {
+            self.cursor = Some(row.get(0));
+            self.buf.push_back(raw(row.get(1))?);
+        }
+        Ok(())
+    }
+}
+
+pub(super) async fn find(
+    store: &PgDocStore,
+    instance: &Instance,
+    query: FindQuery,
+) -> Result<FindOutcome> {
+    let started = Instant::now();
+    let mut client = store.db.client().await?;
+    // One snapshot for the definitions, the entries and the documents.
+    let tx = client
+        .build_transaction()
+        .isolation_level(IsolationLevel::RepeatableRead)
+        .read_only(true)
+        .start()
+        .await
+        .map_err(pg_error)?;
+    let version: i64 = tx
+        .query_opt(
+            "SELECT indexes FROM quintet_data_instances WHERE instance = $1",
+            &[&instance.id.0],
+        )
+        .await
+        .map_err(pg_error)?
+        .ok_or_else(|| instance_gone(instance))?
+        .get(0);
+    let idx = store.indexes_at(&*tx, instance, Some(version)).await?;
+    let p = plan(&query, &idx.defs);
+    let filter = Prefilter::of(&query.selector);
+    let mut col = Collector::new(&query, p.ordered);
+    let name = match p.index {
+        None => {
+            let (sql_filter, args) = filter.sql("d", 2);
+            let sql = format!(
+                "SELECT d.body FROM quintet_data_docs d WHERE d.instance = $1{sql_filter} ORDER BY d.id"
+            );
+            let mut params: Vec<&(dyn ToSql + Sync)> = vec![&instance.id.0];
+            params.extend(args.iter().map(|a| a as &(dyn ToSql + Sync)));
+            walk(&tx, &sql, &params, &mut col).await?;
+            None
+        }
+        Some(i) => {
+            let num = idx.nums[i];
+            let dir = if p.descending { "DESC" } else { "ASC" };
+            let mut ranges: Vec<_> = p.ranges.iter().collect();
+            if p.descending {
+                ranges.reverse();
+            }
+            for r in ranges {
+                let first = if r.hi.is_some() { 5 } else { 4 };
+                let (sql_filter, args) = filter.sql("d", first);
+                let hi = if r.hi.is_some() { " AND x.k < $4" } else { "" };
+                let sql = format!(
+                    "SELECT d.body FROM quintet_data_keys x \
+                     JOIN quintet_data_docs d ON d.instance = x.instance AND d.id = x.id \
+                     WHERE x.instance = $1 AND x.num = $2 AND x.k >= $3{hi}{sql_filter} \
+                     ORDER BY x.k {dir}, x.id {dir}"
+                );
+                let mut params: Vec<&(dyn ToSql + Sync)> = vec![&instance.id.0, &num, &r.lo];
+                if let Some(h) = &r.hi {
+                    params.push(h);
+                }
+                params.extend(args.iter().map(|a| a as &(dyn ToSql + Sync)));
+                if !walk(&tx, &sql, &params, &mut col).await? {
+                    break;
+                }
+            }
+            Some(idx.defs[i].name.clone())
+        }
+    };
+    tx.commit().await.map_err(pg_error)?;
+    let elapsed = started.elapsed().as_secs_f64() * 1000.0;
+    Ok(col.finish(&p, name, elapsed))
+}
+
+/// Offer the documents `sql` answers, a page at a time, until the collector has its
+/// answer; `false` when it stopped early.
+async fn walk(
+    tx: &Transaction<'_>,
+    sql: &str,
+    params: &[&(dyn ToSql + Sync)],
+    col: &mut Collector<'_>,
+) -> Result<bool> {
+    if !col.wants_more() {
+        return Ok(false);
+    }
+    // Statements are cached per connection; a query's SQL is one of a few dozen shapes.
+    let stmt = tx.prepare_cached(sql).await.map_err(pg_error)?;
+    let portal = tx.bind(&stmt, params).await.map_err(pg_error)?;
+    loop {
+        let rows = tx
+            .query_portal(&portal, FIND_PAGE)
+            .await
+            .map_err(pg_error)?;
+        for row in &rows {
+            if !col.offer_json(row.get(0))? {
+                return Ok(false);
+            }
+        }
+        if rows.len() < FIND_PAGE as usize {
+            return Ok(true);
+        }
+    }
+}

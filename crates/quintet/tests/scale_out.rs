@@ -1,0 +1,243 @@
+//! Two real `quintet serve` processes, each with a data directory of its own, sharing
+//! every engine: documents, the registry, jobs and search on PostgreSQL, the cache on
+//! Redis, objects on S3. What one node writes, the other reads; jobs enqueued through
+//! both are delivered once each.
+
+#![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
+
+use std::{collections::HashMap, path::Path};
+
+use quintet_testkit::{Answer, Client, Process, Worker, engines, eventually};
+use reqwest::Method;
+use serde_json::{Value, json};
+
+const BIN: &str = env!("CARGO_BIN_EXE_quintet");
+const ADMIN_TOKEN: &str = "scale-out-admin-token-0123456789";
+
+fn ids(body: &Value, field: &str) -> Vec<String> {
+    body[field]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|d| d["_id"].as_str().or(d["id"].as_str()).unwrap().to_owned())
+        .collect()
+}
+
+async fn query(node: &Client, body: Value) -> Value {
+    node.post("/data/movies/_query", body)
+        .await
+        .expect(200)
+        .body
+}
+
+/// Documents on PostgreSQL (the registry follows `--data` there): created, indexed,
+/// queried, replaced and removed through either node, and durable across `kill -9`.
+#[tokio::test]
+async fn two_nodes_share_documents_on_postgres() {
+    let Some(pg) = engines::postgres("two_nodes_share_documents_on_postgres").await else {
+        return;
+    };
+    let dir = tempfile::tempdir().unwrap();
+    let args = ["--data", pg.url(), "--admin-token", ADMIN_TOKEN];
+    let mut a = Process::spawn(Path::new(BIN), &dir.path().join("a"), &args);
+    let b = Process::spawn(Path::new(BIN), &dir.path().join("b"), &args);
+
+    // The instance made through A exists for B: one registry.
+    a.create("data", "movies", None).await;
+    b.put("/data/movies", None).await.expect(409);
+    a.post(
+        "/data/movies",
+        json!({"_id": "alien", "year": 1979, "genre": "sf"}),
+    )
+    .await
+    .expect(201);
+    b.post("/data/movies", json!({"_id": "alien", "year": 1}))
+        .await
+        .expect(409);
+    b.post(
+        "/data/movies/_bulk",
+        json!([
+            {"_id": "heat", "year": 1995, "genre": "crime"},
+            {"_id": "jaws", "year": 1975, "genre": "thriller"},
+            {"_id": "up", "year": 2009, "genre": "animation"}
+        ]),
+    )
+    .await
+    .expect(200);
+    let r = a.get("/data/movies/heat").await.expect(200);
+    assert_eq!(
+        r.body["doc"],
+        json!({"_id": "heat", "year": 1995, "genre": "crime"})
+    );
+    let r = b.get("/data/movies?startkey=b&endkey=k").await.expect(200);
+    assert_eq!(ids(&r.body, "docs"), ["heat", "jaws"]);
+
+    // An index made through B serves queries through A, and writes through A keep it.
+    b.post(
+        "/data/movies/_index",
+        json!({"fields": ["year"], "name": "by-year"}),
+    )
+    .await
+    .expect(200);
+    a.put(
+        "/data/movies/jaws",
+        Some(json!({"year": 2001, "genre": "thriller"})),
+    )
+    .await
+    .expect(200);
+    a.delete("/data/movies/up").await.expect(200);
+    let q = json!({
+        "selector": {"year": {"$gte": 1979}},
+        "sort": [{"year": "desc"}],
+        "execution_stats": true
+    });
+    for node in [&*a, &*b] {
+        let r = query(node, q.clone()).await;
+        assert_eq!(ids(&r, "docs"), ["jaws", "heat", "alien"]);
+        assert_eq!(r["execution_stats"]["index"], "by-year");
+        assert!(r.get("warning").is_none(), "{r}");
+    }
+    let r = b.get("/data/movies/_index").await.expect(200);
+    assert_eq!(r.body["indexes"][0]["name"], "by-year");
+
+    // Acknowledged writes are PostgreSQL's: kill -9 of the node that made them loses none.
+    a.post("/data/movies", json!({"_id": "tron", "year": 1982}))
+        .await
+        .expect(201);
+    a.restart();
+    let r = a.get("/data/movies/tron").await.expect(200);
+    assert_eq!(r.body["doc"]["year"], 1982);
+    b.get("/data/movies/tron").await.expect(200);
+
+    // Destroyed through A, gone for B.
+    a.delete("/data/movies").await.expect(200);
+    b.get("/data/movies/heat").await.expect(404);
+    b.post("/data/movies/_query", json!({"selector": {}}))
+        .await
+        .expect(404);
+}
+
+/// Every service on its engine at once, as a deployment runs: two nodes, each write made
+/// through one and read through the other, and a queue fed through both that delivers
+/// every job exactly once.
+#[tokio::test]
+async fn two_nodes_share_every_service() {
+    let test = "two_nodes_share_every_service";
+    let Some(pg) = engines::postgres(test).await else {
+        return;
+    };
+    let Some(redis) = engines::redis(test) else {
+        return;
+    };
+    let Some(s3) = engines::s3(test) else {
+        return;
+    };
+    let storage = format!(
+        "s3://{}/{}?endpoint={}&region={}&access_key_id={}&secret_access_key={}",
+        s3.bucket, s3.prefix, s3.endpoint, s3.region, s3.key, s3.secret
+    );
+    let url = pg.url();
+    let args = [
+        "--data",
+        url,
+        "--queue",
+        url,
+        "--search",
+        url,
+        "--cache",
+        redis.url.as_str(),
+        "--storage",
+        storage.as_str(),
+        "--admin-token",
+        ADMIN_TOKEN,
+    ];
+    let dir = tempfile::tempdir().unwrap();
+    let a = Process::spawn(Path::new(BIN), &dir.path().join("a"), &args);
+    let b = Process::spawn(Path::new(BIN), &dir.path().join("b"), &args);
+    let worker = Worker::start(Answer::Status(200, String::new())).await;
+
+    a.create("data", "movies", None).await;
+    a.create("cache", "sessions", None).await;
+    a.create("search", "films", Some(json!({"fields": ["title"]})))
+        .await;
+    a.create("storage", "media", None).await;
+    a.create(
+        "queue",
+        "jobs",
+        Some(json!({"target": worker.url(), "concurrency": 4})),
+    )
+    .await;
+
+    // Data.
+    a.post("/data/movies", json!({"_id": "alien", "year": 1979}))
+        .await
+        .expect(201);
+    let r = b.get("/data/movies/alien").await.expect(200);
+    assert_eq!(r.body["doc"]["year"], 1979);
+
+    // Cache.
+    b.post(
+        "/cache/sessions",
+        json!({"key": "user-1", "value": {"name": "Ada"}}),
+    )
+    .await
+    .expect(201);
+    let r = a.get("/cache/sessions/user-1").await.expect(201);
+    assert_eq!(r.body["doc"], json!({"name": "Ada"}));
+
+    // Search.
+    a.post(
+        "/search/films",
+        json!({"key": "gb", "doc": {"title": "Ghostbusters"}}),
+    )
+    .await
+    .expect(201);
+    let r = b
+        .post("/search/films/_query", json!({"query": "ghostbustres"}))
+        .await
+        .expect(200);
+    assert_eq!(r.body["matches"][0]["id"], "gb");
+
+    // Storage.
+    let up = b
+        .request(Method::POST, "/storage/media/notes/a.txt")
+        .header("content-type", "text/plain")
+        .body("hello from b");
+    b.send(up).await.expect(200);
+    let res = a
+        .http()
+        .get(a.url("/storage/media/notes/a.txt"))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(res.status(), 200);
+    assert_eq!(res.text().await.unwrap(), "hello from b");
+
+    // Queue: 60 jobs through both nodes, each delivered exactly once.
+    let mut enqueued = Vec::new();
+    for n in 0..60 {
+        let through = if n % 2 == 0 { &a } else { &b };
+        let r = through
+            .post("/queue/jobs", json!({"n": n}))
+            .await
+            .expect(201);
+        enqueued.push(r.body["id"].as_str().unwrap().to_owned());
+    }
+    eventually("every job is delivered and settled", || async {
+        let left = a.get("/queue/jobs/_jobs").await.expect(200).body;
+        let right = b.get("/queue/jobs/_jobs").await.expect(200).body;
+        left["jobs"] == json!([]) && right["jobs"] == json!([])
+    })
+    .await;
+    let mut seen: HashMap<String, usize> = HashMap::new();
+    for r in worker.received() {
+        *seen
+            .entry(r.header("x-svc-job-id").unwrap().to_owned())
+            .or_default() += 1;
+    }
+    enqueued.sort();
+    let mut delivered: Vec<String> = seen.keys().cloned().collect();
+    delivered.sort();
+    assert_eq!(delivered, enqueued);
+    assert!(seen.values().all(|n| *n == 1), "{seen:?}");
+}
