@@ -30,6 +30,7 @@ pub async fn run_all(port: &dyn SearchIndex) {
     filter_is_anded_equality_on_top_level_fields(port).await;
     matches_have_the_minisearch_shape(port).await;
     limit_caps_the_answer(port).await;
+    limit_defaults_to_100(port).await;
     text_is_folded_and_any_value_is_searchable(port).await;
     queries_without_words_are_refused(port).await;
     relevance(port).await;
@@ -416,6 +417,32 @@ pub async fn limit_caps_the_answer(port: &dyn SearchIndex) {
     assert_eq!(found.len(), 3);
     assert_eq!(found[0].id, "d7");
     assert_eq!(query(port, &inst, json!({"query": "lamp"})).await.len(), 20);
+    port.drop_instance(&inst).await.expect("drop");
+}
+
+/// Without `limit` a query answers at most 100 matches.
+pub async fn limit_defaults_to_100(port: &dyn SearchIndex) {
+    let inst = fresh(port, &["title"], &[]).await;
+    let docs = (0..120)
+        .map(|i| {
+            doc(
+                &inst,
+                &format!("d{i:03}"),
+                json!({ "title": format!("lamp {i}") }),
+            )
+        })
+        .collect();
+    port.bulk(&inst, docs).await.expect("bulk");
+    assert_eq!(
+        query(port, &inst, json!({"query": "lamp"})).await.len(),
+        100
+    );
+    assert_eq!(
+        query(port, &inst, json!({"query": "lamp", "limit": 1000}))
+            .await
+            .len(),
+        120
+    );
     port.drop_instance(&inst).await.expect("drop");
 }
 
