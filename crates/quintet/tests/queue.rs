@@ -1,11 +1,12 @@
-//! The queue under crashes and operator settings, with the real binary.
+//! The queue under crashes, graceful shutdown and operator settings, with the real binary.
 
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
 
-use std::{collections::HashSet, path::Path};
+use std::{collections::HashSet, path::Path, time::Duration};
 
 use quintet_testkit::{Answer, Process, Worker, eventually};
 use serde_json::{Value, json};
+use tokio::net::TcpStream;
 
 const BIN: &str = env!("CARGO_BIN_EXE_quintet");
 
@@ -93,4 +94,96 @@ async fn deny_private_refuses_deliveries_to_internal_addresses() {
         assert_eq!(job["attempts"], 1, "a refusal is not retried");
     }
     assert!(worker.received().is_empty());
+}
+
+/// Wait (blocking the test's thread pool, not its runtime) for `p` to exit.
+async fn exit_of(mut p: Process) -> (std::process::ExitStatus, Process) {
+    tokio::task::spawn_blocking(move || (p.wait_exit(Duration::from_secs(120)), p))
+        .await
+        .unwrap()
+}
+
+/// Issue 6: "graceful shutdown lets in-flight deliveries finish up to a timeout". The
+/// worker holds the delivery until the server has begun shutting down (it no longer
+/// accepts connections); the server waits, records the answer, and exits; after a restart
+/// the job is gone rather than READY.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn sigterm_lets_a_delivery_in_flight_finish_and_be_recorded() {
+    let dir = tempfile::tempdir().unwrap();
+    let worker = Worker::start(Answer::Held(200)).await;
+    let mut p = Process::spawn(bin(), dir.path(), &["--shutdown-timeout", "600"]);
+    p.create("queue", "q", Some(json!({"target": worker.url()})))
+        .await;
+    p.post("/queue/q", json!({"n": 1})).await.expect(201);
+    worker.wait_for(1).await;
+
+    p.signal("TERM");
+    let addr = p.url("").trim_start_matches("http://").to_owned();
+    eventually("the server stops accepting connections", || async {
+        TcpStream::connect(&addr).await.is_err()
+    })
+    .await;
+    assert!(p.exited().is_none(), "the server waits for the delivery");
+    assert_eq!(worker.in_flight(), 1);
+    // A delivery after the restart would hang and keep the job READY.
+    worker.set_answer(Answer::Hang);
+    worker.release();
+    let (status, mut p) = exit_of(p).await;
+    assert!(status.success(), "{status:?}");
+    assert_eq!(
+        worker.abandoned(),
+        0,
+        "the delivery was answered, not cut off"
+    );
+    assert_eq!(worker.received().len(), 1);
+
+    p.restart();
+    assert_eq!(
+        all_jobs(&p, "q").await,
+        Vec::<Value>::new(),
+        "the job is done"
+    );
+}
+
+/// Past `--shutdown-timeout` a delivery in flight is cut off: the job stays READY and is
+/// delivered again after the restart (at-least-once).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn sigterm_cuts_off_a_delivery_past_the_shutdown_timeout() {
+    let dir = tempfile::tempdir().unwrap();
+    let worker = Worker::start(Answer::Hang).await;
+    let p = Process::spawn(bin(), dir.path(), &["--shutdown-timeout", "1"]);
+    p.create("queue", "q", Some(json!({"target": worker.url()})))
+        .await;
+    let r = p.post("/queue/q", json!({"n": 1})).await.expect(201);
+    let id = r.body["id"].as_str().unwrap().to_owned();
+    worker.wait_for(1).await;
+
+    p.signal("TERM");
+    let (status, mut p) = exit_of(p).await;
+    assert!(status.success(), "{status:?}");
+    eventually("the worker sees the delivery abandoned", || async {
+        worker.abandoned() == 1
+    })
+    .await;
+
+    worker.set_answer(Answer::Held(200));
+    p.restart();
+    let jobs = all_jobs(&p, "q").await;
+    assert_eq!(jobs.len(), 1, "{jobs:?}");
+    assert_eq!(
+        (jobs[0]["id"].as_str(), jobs[0]["status"].as_str()),
+        (Some(id.as_str()), Some("READY"))
+    );
+    let received = worker.wait_for(2).await;
+    assert!(
+        received
+            .iter()
+            .all(|r| r.header("x-svc-job-id") == Some(id.as_str())),
+        "the same job, delivered again"
+    );
+    worker.release();
+    eventually("the redelivery is recorded", || async {
+        all_jobs(&p, "q").await.is_empty()
+    })
+    .await;
 }

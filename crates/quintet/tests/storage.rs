@@ -1,5 +1,6 @@
 //! Storage against the real binary: uploads survive `kill -9`, a crash mid-upload leaves
-//! the previous object, and SIGTERM lets an upload in flight finish.
+//! the previous object, SIGTERM lets an upload in flight finish, and a large object passes
+//! through without the server's memory growing with it.
 
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
 
@@ -143,5 +144,107 @@ async fn sigterm_lets_a_slow_upload_in_flight_finish() {
     assert_eq!(
         download(&p, "/storage/files/slow.bin").await,
         (200, whole())
+    );
+}
+
+/// The peak resident set (`VmHWM`) of process `pid`, in bytes.
+fn peak_rss(pid: u32) -> u64 {
+    let status = std::fs::read_to_string(format!("/proc/{pid}/status")).unwrap();
+    let line = status
+        .lines()
+        .find(|l| l.starts_with("VmHWM:"))
+        .unwrap_or_else(|| panic!("no VmHWM in /proc/{pid}/status"));
+    let kib: u64 = line
+        .trim_start_matches("VmHWM:")
+        .trim()
+        .trim_end_matches("kB")
+        .trim()
+        .parse()
+        .unwrap();
+    kib * 1024
+}
+
+const MIB: usize = 1024 * 1024;
+
+/// The byte at `offset` of the large object: each MiB holds one value.
+fn byte_at(offset: usize) -> u8 {
+    (offset / MIB % 251) as u8
+}
+
+/// Upload `mib` MiB to `path`, generated a MiB at a time while the request is sent.
+async fn upload_generated(p: &Process, path: &str, mib: usize) {
+    let chunks = futures_util::stream::iter(
+        (0..mib).map(|i| Ok::<_, std::io::Error>(vec![byte_at(i * MIB); MIB])),
+    );
+    p.send(
+        p.request(reqwest::Method::POST, path)
+            .header("content-type", "application/octet-stream")
+            .header("content-length", (mib * MIB).to_string())
+            .body(reqwest::Body::wrap_stream(chunks)),
+    )
+    .await
+    .expect(200);
+}
+
+/// Download `path` chunk by chunk, checking each chunk's ends against [`byte_at`] without
+/// keeping it; returns the length.
+async fn download_checked(p: &Process, path: &str) -> usize {
+    let mut res = p.http().get(p.url(path)).send().await.unwrap();
+    assert_eq!(res.status(), 200);
+    let mut offset = 0;
+    while let Some(chunk) = res.chunk().await.unwrap() {
+        if let (Some(first), Some(last)) = (chunk.first(), chunk.last()) {
+            assert_eq!(*first, byte_at(offset), "at {offset}");
+            assert_eq!(
+                *last,
+                byte_at(offset + chunk.len() - 1),
+                "before {}",
+                offset + chunk.len()
+            );
+        }
+        offset += chunk.len();
+    }
+    offset
+}
+
+/// Issue 7: "memory stays flat: objects are never held whole in memory". A 256 MiB object
+/// goes up and comes back down while the server's peak resident set grows by less than
+/// 64 MiB.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_256_mib_object_passes_through_in_flat_memory() {
+    const OBJECT_MIB: usize = 256;
+    let dir = tempfile::tempdir().unwrap();
+    let p = Process::spawn(bin(), dir.path(), &[]);
+    p.create("storage", "files", None).await;
+    // Warm up: the writer, hashing and reading paths, threads and buffers exist.
+    upload_generated(&p, "/storage/files/small.bin", 2).await;
+    assert_eq!(
+        download_checked(&p, "/storage/files/small.bin").await,
+        2 * MIB
+    );
+    let before = peak_rss(p.pid());
+
+    upload_generated(&p, "/storage/files/big.bin", OBJECT_MIB).await;
+    let r = p
+        .send(p.request(reqwest::Method::HEAD, "/storage/files/big.bin"))
+        .await
+        .expect(200);
+    assert_eq!(
+        r.header("content-length"),
+        Some((OBJECT_MIB * MIB).to_string().as_str())
+    );
+    assert_eq!(
+        download_checked(&p, "/storage/files/big.bin").await,
+        OBJECT_MIB * MIB
+    );
+
+    let after = peak_rss(p.pid());
+    let grown = after.saturating_sub(before);
+    assert!(
+        grown < 64 * MIB as u64,
+        "peak RSS grew by {} MiB (from {} MiB to {} MiB) for a {OBJECT_MIB} MiB object",
+        grown / MIB as u64,
+        before / MIB as u64,
+        after / MIB as u64
     );
 }

@@ -80,19 +80,34 @@ impl Process {
 
     /// Send a signal (`"TERM"`, `"INT"`) and wait up to `within` for the process to exit.
     pub fn signal_and_wait(&mut self, signal: &str, within: Duration) -> ExitStatus {
+        self.signal(signal);
+        self.wait_exit(within)
+    }
+
+    /// Send a signal (`"TERM"`, `"INT"`) without waiting for its effect.
+    pub fn signal(&self, signal: &str) {
         let status = Command::new("kill")
             .args([format!("-{signal}"), self.child.id().to_string()])
             .status()
             .expect("kill command");
         assert!(status.success(), "kill -{signal} failed");
+    }
+
+    /// The exit status, when the process has exited.
+    pub fn exited(&mut self) -> Option<ExitStatus> {
+        self.child.try_wait().expect("wait")
+    }
+
+    /// Wait (blocking) up to `within` for the process to exit.
+    pub fn wait_exit(&mut self, within: Duration) -> ExitStatus {
         let deadline = Instant::now() + within;
         loop {
-            if let Some(status) = self.child.try_wait().expect("wait") {
+            if let Some(status) = self.exited() {
                 return status;
             }
             assert!(
                 Instant::now() < deadline,
-                "quintet did not exit after SIG{signal}"
+                "quintet did not exit within {within:?}"
             );
             std::thread::sleep(Duration::from_millis(20));
         }

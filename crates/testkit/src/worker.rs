@@ -16,7 +16,7 @@ use axum::{
     http::{HeaderMap, StatusCode},
     response::{IntoResponse, Response},
 };
-use tokio::{net::TcpListener, task::JoinHandle};
+use tokio::{net::TcpListener, sync::watch, task::JoinHandle};
 
 /// How the worker answers a delivery.
 #[derive(Debug, Clone)]
@@ -27,6 +27,9 @@ pub enum Answer {
     Hang,
     /// Wait, then answer this status with an empty body.
     After(Duration, u16),
+    /// Wait until [`Worker::release`] (at once if it was already called), then answer this
+    /// status with an empty body: a delivery held in flight for as long as a test needs.
+    Held(u16),
 }
 
 /// One request the worker received.
@@ -54,6 +57,7 @@ struct Shared {
     in_flight: AtomicUsize,
     max_in_flight: AtomicUsize,
     abandoned: AtomicUsize,
+    released: watch::Sender<bool>,
 }
 
 /// A recording worker on `127.0.0.1`; stops when dropped.
@@ -101,6 +105,11 @@ async fn handle(State(shared): State<Arc<Shared>>, headers: HeaderMap, body: Byt
             tokio::time::sleep(wait).await;
             (code, String::new())
         }
+        Answer::Held(code) => {
+            let mut released = shared.released.subscribe();
+            let _ = released.wait_for(|r| *r).await;
+            (code, String::new())
+        }
     };
     guard.answered = true;
     let status = StatusCode::from_u16(status).unwrap_or(StatusCode::INTERNAL_SERVER_ERROR);
@@ -125,6 +134,7 @@ impl Worker {
             in_flight: AtomicUsize::new(0),
             max_in_flight: AtomicUsize::new(0),
             abandoned: AtomicUsize::new(0),
+            released: watch::Sender::new(false),
         });
         let app = Router::new()
             .fallback(handle)
@@ -153,6 +163,11 @@ impl Worker {
     /// Answer later deliveries with `answer`.
     pub fn set_answer(&self, answer: Answer) {
         *self.shared.answer.lock().unwrap() = answer;
+    }
+
+    /// Let deliveries held by [`Answer::Held`] be answered, now and from now on.
+    pub fn release(&self) {
+        self.shared.released.send_replace(true);
     }
 
     /// Every delivery so far, in arrival order.

@@ -322,6 +322,13 @@ pub async fn find_follows_mango(store: &dyn DocStore) {
             json!({"selector": {"$nor": [{"year": 1979}, {"title": "Heat"}]}}),
             vec!["m2", "m4", "m5", "m6", "m7"],
         ),
+        // Empty lists as CouchDB: `$or: []` matches everything, `$all: []` nothing.
+        (
+            json!({"selector": {"$or": []}}),
+            vec!["m1", "m2", "m3", "m4", "m5", "m6", "m7"],
+        ),
+        (json!({"selector": {"$or": [], "year": 1985}}), vec!["m5"]),
+        (json!({"selector": {"genres": {"$all": []}}}), vec![]),
         (
             json!({"selector": {"year": {"$not": {"$gt": 1980}}}}),
             vec!["m1", "m7"],

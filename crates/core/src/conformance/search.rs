@@ -30,8 +30,9 @@ pub async fn run_all(port: &dyn SearchIndex) {
     filter_is_anded_equality_on_top_level_fields(port).await;
     matches_have_the_minisearch_shape(port).await;
     limit_caps_the_answer(port).await;
+    limit_defaults_to_100(port).await;
     text_is_folded_and_any_value_is_searchable(port).await;
-    queries_without_words_find_nothing(port).await;
+    queries_without_words_are_refused(port).await;
     relevance(port).await;
 }
 
@@ -419,6 +420,32 @@ pub async fn limit_caps_the_answer(port: &dyn SearchIndex) {
     port.drop_instance(&inst).await.expect("drop");
 }
 
+/// Without `limit` a query answers at most 100 matches.
+pub async fn limit_defaults_to_100(port: &dyn SearchIndex) {
+    let inst = fresh(port, &["title"], &[]).await;
+    let docs = (0..120)
+        .map(|i| {
+            doc(
+                &inst,
+                &format!("d{i:03}"),
+                json!({ "title": format!("lamp {i}") }),
+            )
+        })
+        .collect();
+    port.bulk(&inst, docs).await.expect("bulk");
+    assert_eq!(
+        query(port, &inst, json!({"query": "lamp"})).await.len(),
+        100
+    );
+    assert_eq!(
+        query(port, &inst, json!({"query": "lamp", "limit": 1000}))
+            .await
+            .len(),
+        120
+    );
+    port.drop_instance(&inst).await.expect("drop");
+}
+
 /// Case and diacritics fold on both sides; numbers, booleans, arrays and nested objects in
 /// configured fields are searchable.
 pub async fn text_is_folded_and_any_value_is_searchable(port: &dyn SearchIndex) {
@@ -447,13 +474,26 @@ pub async fn text_is_folded_and_any_value_is_searchable(port: &dyn SearchIndex) 
     port.drop_instance(&inst).await.expect("drop");
 }
 
-/// A query of only punctuation has no words and finds nothing.
-pub async fn queries_without_words_find_nothing(port: &dyn SearchIndex) {
+/// A query text without words (only spaces, punctuation or symbols) is refused by name
+/// before it reaches the port; a query built by hand without words finds nothing.
+pub async fn queries_without_words_are_refused(port: &dyn SearchIndex) {
     let inst = fresh(port, &["title"], &[]).await;
     port.index(&inst, doc(&inst, "k", json!({"title": "?! hello"})))
         .await
         .expect("index");
-    assert_eq!(ids(port, &inst, "?! …").await, Vec::<String>::new());
+    for text in ["?! …", "  ", "-- $ --"] {
+        match SearchQuery::from_json(&json!({ "query": text }), search_config(&inst)) {
+            Err(Error::Invalid(msg)) => {
+                let named = format!("\"query\" {} has no words to search for", json!(text));
+                assert!(msg.starts_with(&named), "query {text:?}: {msg}");
+            }
+            other => panic!("query {text:?}: expected Invalid, got {other:?}"),
+        }
+    }
+    let mut q = SearchQuery::from_json(&json!({"query": "hello"}), search_config(&inst))
+        .expect("valid query");
+    q.query = "?! …".to_owned();
+    assert_eq!(port.query(&inst, &q).await.expect("query"), Vec::new());
     port.drop_instance(&inst).await.expect("drop");
 }
 

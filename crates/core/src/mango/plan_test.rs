@@ -175,6 +175,30 @@ fn begins_with_is_a_prefix_range() {
     assert_eq!(examined, 2);
 }
 
+#[test]
+fn empty_or_and_empty_all_as_in_couchdb() {
+    let idx = [index(
+        json!({"fields": ["a"], "partialFilter": {"$or": []}}),
+    )];
+    let docs = vec![
+        json!({"_id": "1", "a": 1}),
+        json!({"_id": "2", "a": [2]}),
+        json!({"_id": "3"}),
+    ];
+    // `$or: []` matches everything, so the partial index holds every document.
+    let q = query(json!({"selector": {"$or": [], "a": {"$gte": 1}}}));
+    let (got, p, _) = run(&q, &docs, &idx);
+    assert_eq!(p.index, Some(0));
+    assert_eq!(got, docs[..2]);
+    let (got, _, _) = run(&query(json!({"selector": {"$or": []}})), &docs, &idx);
+    assert_eq!(got, docs);
+    // `$all: []` matches nothing, arrays included.
+    let q = query(json!({"selector": {"$or": [], "a": {"$all": []}}}));
+    let (got, p, _) = run(&q, &docs, &idx);
+    assert_eq!(p.index, Some(0));
+    assert_eq!(got, Vec::<Value>::new());
+}
+
 fn arb_value() -> impl Strategy<Value = Value> {
     prop_oneof![
         Just(json!(null)),
@@ -232,18 +256,28 @@ fn arb_cond() -> impl Strategy<Value = Value> {
         Just(json!({"$size": 1})),
         Just(json!({"$elemMatch": {"$eq": 1}})),
         Just(json!({"$not": {"$gt": 1}})),
+        prop::collection::vec(arb_value(), 0..3).prop_map(|v| json!({"$all": v})),
+        Just(json!({"$or": []})),
+        Just(json!({"$not": {"$all": []}})),
     ]
 }
 
 fn arb_selector() -> impl Strategy<Value = Value> {
     let field = prop_oneof![Just("a"), Just("b")];
-    let atom = (field, arb_cond())
-        .prop_map(|(f, c)| json!({ f: c }))
-        .boxed();
+    // Empty `$or`/`$nor` lists match everything (CouchDB), so they may sit beside
+    // conditions an index can use, and may be the partial filter of the index chosen.
+    let atom = prop_oneof![
+        8 => (field, arb_cond()).prop_map(|(f, c)| json!({ f: c })),
+        1 => Just(json!({"$or": []})),
+        1 => Just(json!({"$nor": []})),
+        1 => Just(json!({"$not": {"$or": []}})),
+    ]
+    .boxed();
     prop_oneof![
         atom.clone(),
-        prop::collection::vec(atom.clone(), 1..4).prop_map(|v| json!({"$and": v})),
-        prop::collection::vec(atom, 1..3).prop_map(|v| json!({"$or": v})),
+        prop::collection::vec(atom.clone(), 0..4).prop_map(|v| json!({"$and": v})),
+        prop::collection::vec(atom.clone(), 0..3).prop_map(|v| json!({"$or": v})),
+        prop::collection::vec(atom, 0..3).prop_map(|v| json!({"$nor": v})),
     ]
 }
 
@@ -260,6 +294,8 @@ fn arb_sort() -> impl Strategy<Value = Value> {
 
 fn indexes() -> Vec<IndexDef> {
     vec![
+        // First, so it wins ties with `[a]` whenever the selector has an `$or: []` conjunct.
+        index(json!({"fields": ["a"], "partialFilter": {"$or": []}})),
         index(json!({"fields": ["a"]})),
         index(json!({"fields": ["a", "b"]})),
         index(json!({"fields": ["b", "a"]})),

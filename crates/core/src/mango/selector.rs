@@ -6,6 +6,11 @@
 //! down to the conditions (`$not {$gt}` is `$lte`, De Morgan for `$and`/`$or`). A condition on
 //! a field holds only when the field exists, except `$exists: false`; so after pushing,
 //! `{"$not": {"a": {"$gt": 5}}}` needs `a` to exist, as in CouchDB.
+//!
+//! Empty lists follow CouchDB's matcher rather than logic: `$and: []`, `$or: []` and
+//! `$nor: []` match every document, `$all: []` matches none. Since negation is pushed down
+//! structurally (as CouchDB does), `$not` of an empty `$and` or `$or` matches everything too;
+//! `$not: {}` has nothing to negate and is refused.
 
 use regex::Regex;
 use serde_json::{Map, Value};
@@ -24,7 +29,8 @@ pub const MAX_REGEX_BYTES: usize = 4096;
 pub enum Selector {
     /// Every sub-selector holds (`And(vec![])` matches everything).
     And(Vec<Selector>),
-    /// At least one sub-selector holds (`Or(vec![])` matches nothing).
+    /// At least one sub-selector holds; `Or(vec![])` matches everything, as CouchDB's
+    /// `$or: []` does.
     Or(Vec<Selector>),
     /// The value at `path` exists and meets `cond` (or `cond` is `$exists: false` and it is
     /// missing).
@@ -62,7 +68,8 @@ pub enum Cond {
     Regex(Pattern),
     /// A string beginning with this prefix.
     BeginsWith(String),
-    /// An array containing all these values (or equal to the one array given).
+    /// An array containing all these values (or equal to the one array given); `All(vec![])`
+    /// matches nothing, as CouchDB's `$all: []` does.
     All(Vec<Value>),
     /// An array with at least one element matching.
     ElemMatch(Box<Selector>),
@@ -104,7 +111,7 @@ impl Selector {
     pub fn matches(&self, doc: &Value) -> bool {
         match self {
             Self::And(items) => items.iter().all(|s| s.matches(doc)),
-            Self::Or(items) => items.iter().any(|s| s.matches(doc)),
+            Self::Or(items) => items.is_empty() || items.iter().any(|s| s.matches(doc)),
             Self::Field(path, cond) => match path.get(doc) {
                 None => matches!(cond, Cond::Exists(false)),
                 Some(v) => cond.matches(v),
@@ -125,6 +132,8 @@ impl Selector {
         out
     }
 
+    /// Push a negation down by De Morgan, as CouchDB's normalizer does. This is structural,
+    /// not logical, for empty lists: `And([])` becomes `Or([])`, which matches everything.
     fn negate(self) -> Self {
         match self {
             Self::And(items) => Self::Or(items.into_iter().map(Self::negate).collect()),
@@ -152,6 +161,7 @@ impl Cond {
             Self::Mod(d, r) => integer(v).is_some_and(|i| i % i128::from(*d) == i128::from(*r)),
             Self::Regex(p) => v.as_str().is_some_and(|s| p.0.is_match(s)),
             Self::BeginsWith(p) => v.as_str().is_some_and(|s| s.starts_with(p.as_str())),
+            Self::All(args) if args.is_empty() => false,
             Self::All(args) => match v {
                 Value::Array(items) => {
                     let has_all = args.iter().all(|a| items.iter().any(|i| eq(i, a)));
@@ -235,6 +245,9 @@ fn parse_member(key: &str, arg: &Value, path: &FieldPath, ctx: Ctx) -> Result<Se
                 })
             }
             "not" => match arg {
+                Value::Object(m) if m.is_empty() => {
+                    Err(bad_arg(key, path, "a non-empty selector object", arg))
+                }
                 Value::Object(m) => Ok(parse_object(m, path, ctx)?.negate()),
                 other => Err(bad_arg(key, path, "a selector object", other)),
             },

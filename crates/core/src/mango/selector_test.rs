@@ -99,7 +99,17 @@ fn array_operators() {
     );
     check(json!({"a": {"$all": [[1, 2]]}}), json!({"a": [1, 2]}), true);
     check(json!({"a": {"$all": [1]}}), json!({"a": 1}), false);
-    check(json!({"a": {"$all": []}}), json!({"a": [1]}), true);
+    // CouchDB: `match({[{<<"$all">>, []}]}, _, _) -> false`.
+    check(json!({"a": {"$all": []}}), json!({"a": [1]}), false);
+    check(json!({"a": {"$all": []}}), json!({"a": []}), false);
+    check(json!({"a": {"$all": []}}), json!({"a": 1}), false);
+    // Its negation holds for every value, but still needs the field.
+    check(
+        json!({"a": {"$not": {"$all": []}}}),
+        json!({"a": [1]}),
+        true,
+    );
+    check(json!({"a": {"$not": {"$all": []}}}), json!({}), false);
     let em = json!({"a": {"$elemMatch": {"$gte": 80, "$lt": 85}}});
     check(em.clone(), json!({"a": [70, 82]}), true);
     check(em.clone(), json!({"a": [70, 90]}), false);
@@ -148,8 +158,10 @@ fn misc_operators() {
 #[test]
 fn combinations_and_negation_pushdown() {
     check(json!({"$or": [{"a": 1}, {"b": 1}]}), json!({"b": 1}), true);
-    check(json!({"$or": []}), json!({"b": 1}), false);
     check(json!({"$and": []}), json!({"b": 1}), true);
+    check(json!({"$or": [{"a": 1}]}), json!({"b": 1}), false);
+    check(json!({"$nor": [{"a": 1}]}), json!({"a": 1}), false);
+    check(json!({"$nor": [{"a": 2}]}), json!({"a": 1}), true);
     check(
         json!({"$nor": [{"a": 1}, {"b": 1}]}),
         json!({"a": 2, "b": 2}),
@@ -177,7 +189,30 @@ fn combinations_and_negation_pushdown() {
         json!({"a": 5}),
         false,
     );
-    check(json!({"$not": {}}), json!({"a": 1}), false);
+}
+
+/// Empty lists as CouchDB's `mango_selector.erl` matches them ("We need to treat an empty
+/// array as always true"), and what pushing a negation through them gives.
+#[test]
+fn empty_lists_match_as_in_couchdb() {
+    for doc in [json!({}), json!({"a": 1}), json!({"b": [1]})] {
+        check(json!({"$or": []}), doc.clone(), true);
+        check(json!({"$and": []}), doc.clone(), true);
+        check(json!({"$nor": []}), doc.clone(), true);
+        check(json!({"a": {"$or": []}}), doc.clone(), true);
+        // `$not` is pushed down by De Morgan: `$not $or []` is `$and []` and `$not $and []`
+        // is `$or []`, both everything in CouchDB too.
+        check(json!({"$not": {"$or": []}}), doc.clone(), true);
+        check(json!({"$not": {"$and": []}}), doc.clone(), true);
+        check(json!({"$not": {"$nor": []}}), doc.clone(), true);
+        check(
+            json!({"$and": [{"$or": []}, {"$and": []}]}),
+            doc.clone(),
+            true,
+        );
+    }
+    check(json!({"$or": [], "a": 1}), json!({"a": 2}), false);
+    check(json!({"$or": [], "a": 1}), json!({"a": 1}), true);
 }
 
 #[test]
@@ -215,6 +250,14 @@ fn invalid_selectors_name_the_problem() {
     invalid(
         json!({"a": {"$text": "x"}}),
         "the operator \"$text\" is not supported at \"a\"",
+    );
+    invalid(
+        json!({"$not": {}}),
+        "the argument of \"$not\" must be a non-empty selector object, not {}",
+    );
+    invalid(
+        json!({"a": {"$not": {}}}),
+        "the argument of \"$not\" at \"a\" must be a non-empty selector object, not {}",
     );
     invalid(
         json!({"": 1}),

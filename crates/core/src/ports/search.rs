@@ -98,7 +98,8 @@ fn field_list(name: &str, v: &Value) -> Result<Vec<String>> {
 /// - `query` answers at most `query.limit` matches, each document at most once, ordered as
 ///   [`crate::search::query::rank`] orders them; documents must match at least one query
 ///   word in a searched field and every `filter` entry
-///   ([`crate::search::document::filter_matches`]). A query without words answers nothing.
+///   ([`crate::search::document::filter_matches`]). [`SearchQuery::from_json`] refuses a
+///   query without words; one built by hand answers nothing.
 /// - `drop_instance` removes the index from disk.
 #[async_trait]
 pub trait SearchIndex: Lifecycle {

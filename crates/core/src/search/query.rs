@@ -7,7 +7,7 @@ use serde_json::{Map, Value};
 
 use super::{
     document::for_each_text,
-    tokenize::{for_each_token, next_word},
+    tokenize::{MAX_TOKEN_BYTES, for_each_token, next_word},
     typo::{MatchKind, classify, expansion_order, typo_budget},
 };
 use crate::{Error, Result, ports::data::Document, ports::search::SearchConfig};
@@ -27,7 +27,7 @@ pub const MAX_EXPANSIONS: usize = 50;
 /// A query (`POST /search/<i>/_query`), validated against the instance's configuration.
 #[derive(Debug, Clone, PartialEq)]
 pub struct SearchQuery {
-    /// The text to search for; it has at least one non-space character.
+    /// The text to search for; it has at least one word ([`QueryPlan::new`] finds one).
     pub query: String,
     /// The configured fields searched, in configured order (all of them unless the query
     /// named some).
@@ -48,7 +48,7 @@ impl SearchQuery {
             ));
         };
         let query = match body.get("query") {
-            Some(Value::String(s)) if !s.trim().is_empty() => s.clone(),
+            Some(Value::String(s)) if !s.is_empty() => s.clone(),
             Some(Value::String(_)) | None | Some(Value::Null) => {
                 return Err(Error::invalid(
                     "\"query\" is required: the text to search for, such as \
@@ -64,6 +64,13 @@ impl SearchQuery {
             )));
         }
         let words = QueryPlan::new(&query).words.len();
+        if words == 0 {
+            return Err(Error::invalid(format!(
+                "\"query\" {} has no words to search for: a word is a run of letters or \
+                 digits (of at most {MAX_TOKEN_BYTES} bytes), such as {{\"query\": \"ghostbusters\"}}",
+                shown(&query)
+            )));
+        }
         if words > MAX_QUERY_WORDS {
             return Err(Error::invalid(format!(
                 "\"query\" has {words} distinct words; at most {MAX_QUERY_WORDS} are allowed"
@@ -130,6 +137,15 @@ fn searched_fields(v: &Value, config: &SearchConfig) -> Result<Vec<String>> {
         .filter(|f| wanted.contains(f.as_str()))
         .cloned()
         .collect())
+}
+
+/// `text` as a JSON string for a message, cut after 64 bytes.
+fn shown(text: &str) -> String {
+    if text.len() <= 64 {
+        return Value::String(text.to_owned()).to_string();
+    }
+    let cut = &text[..text.floor_char_boundary(64)];
+    format!("{}…", Value::String(cut.to_owned()))
 }
 
 fn list(fields: &[String]) -> String {
@@ -389,12 +405,6 @@ mod tests {
         assert_eq!(q.fields, ["title", "body"]);
         assert_eq!(q.filter, *json!({"type": "movie"}).as_object().unwrap());
         assert_eq!(q.limit, 5);
-        // Only punctuation: a valid query that finds nothing.
-        assert!(
-            QueryPlan::new(&parse(json!({"query": "?!"})).unwrap().query)
-                .words
-                .is_empty()
-        );
     }
 
     #[test]
@@ -404,7 +414,24 @@ mod tests {
         let cases = [
             (json!([]), "must be a JSON object"),
             (json!({}), "\"query\" is required"),
-            (json!({"query": "  "}), "\"query\" is required"),
+            (json!({"query": ""}), "\"query\" is required"),
+            (
+                json!({"query": "  "}),
+                "\"query\" \"  \" has no words to search for: a word is a run of letters or \
+                 digits (of at most 128 bytes), such as {\"query\": \"ghostbusters\"}",
+            ),
+            (
+                json!({"query": "?!"}),
+                "\"query\" \"?!\" has no words to search for",
+            ),
+            (
+                json!({"query": "\t— … 🎬"}),
+                "\"query\" \"\\t— … 🎬\" has no words",
+            ),
+            (
+                json!({"query": "x".repeat(129)}),
+                "\"query\" \"xxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxx\"… has no words",
+            ),
             (json!({"query": 5}), "\"query\" must be a string"),
             (json!({"query": long}), "at most 1024"),
             (json!({"query": many}), "33 distinct words"),

@@ -34,7 +34,7 @@ use quintet_core::{
 
 use crate::instance_store::{InstanceDirs, blocking};
 use handle::IndexHandle;
-use writer::Write;
+use writer::{Counters, Write};
 
 /// How the search adapter spends memory and threads.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -67,6 +67,17 @@ struct Inner {
     dirs: InstanceDirs,
     settings: Settings,
     state: Mutex<State>,
+    counters: Arc<Counters>,
+}
+
+/// What the adapter's writers have done since it was opened (see [`TantivySearchIndex::write_stats`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub struct WriteStats {
+    /// Writes (index, update, remove, bulk) handed to writer threads.
+    pub writes: u64,
+    /// Commits made. Concurrent writes share commits, so this grows slower than `writes`
+    /// under load.
+    pub commits: u64,
 }
 
 #[derive(Debug, Default)]
@@ -102,6 +113,7 @@ impl TantivySearchIndex {
                 dirs: InstanceDirs::open(root.to_owned())?,
                 settings,
                 state: Mutex::new(State::default()),
+                counters: Arc::default(),
             }),
         })
     }
@@ -110,6 +122,12 @@ impl TantivySearchIndex {
     pub fn open_writers(&self) -> usize {
         let handles: Vec<Arc<IndexHandle>> = self.inner.lock().open.values().cloned().collect();
         handles.iter().filter(|h| h.has_writer()).count()
+    }
+
+    /// Writes queued and commits made so far, over every index (two relaxed atomic loads).
+    pub fn write_stats(&self) -> WriteStats {
+        let (writes, commits) = self.inner.counters.get();
+        WriteStats { writes, commits }
     }
 }
 
@@ -164,7 +182,7 @@ impl TantivySearchIndex {
         let instance = instance.clone();
         let answer = blocking(move || {
             let h = inner.handle(&instance)?;
-            writer::submit(&h, inner.settings, write)
+            writer::submit(&h, inner.settings, &inner.counters, write)
         })
         .await?;
         answer
@@ -329,6 +347,46 @@ mod tests {
         assert_eq!(count(&index, &inst, "first second").await, 2);
         index.close().await.unwrap();
         assert_eq!(index.open_writers(), 0);
+    }
+
+    /// Writes waiting while the writer is busy share one commit. The writer is held at the
+    /// start of its first batch until every write has been queued, so batching is certain,
+    /// not a matter of timing.
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn concurrent_writes_share_commits() {
+        const WRITES: u64 = 40;
+        let dir = tempfile::tempdir().unwrap();
+        let index = TantivySearchIndex::open(dir.path()).unwrap();
+        let inst = conformance::instance(InstanceConfig::Search(config()));
+        index.create_instance(&inst).await.unwrap();
+        assert_eq!(index.write_stats(), WriteStats::default());
+        let gate = &index.inner.counters.gate;
+        gate.set_closed(true);
+        let tasks: Vec<_> = (0..WRITES)
+            .map(|i| {
+                let (index, inst) = (index.clone(), inst.clone());
+                tokio::spawn(async move {
+                    let (key, title) = (format!("k{i}"), format!("word{i}"));
+                    index.index(&inst, doc(&key, &title)).await
+                })
+            })
+            .collect();
+        eventually(|| index.write_stats().writes == WRITES).await;
+        assert_eq!(index.write_stats().commits, 0, "the writer is held");
+        gate.set_closed(false);
+        for t in tasks {
+            t.await.unwrap().unwrap();
+        }
+        let stats = index.write_stats();
+        assert_eq!(stats.writes, WRITES);
+        assert!(stats.commits < stats.writes, "{stats:?}");
+        // The first write's batch waited at the gate; all others queued behind it.
+        assert_eq!(stats.commits, 1, "{stats:?}");
+        for i in 0..WRITES {
+            let key = format!("k{i}").parse().unwrap();
+            assert!(index.get(&inst, &key).await.unwrap().is_some(), "k{i}");
+        }
+        index.close().await.unwrap();
     }
 
     #[tokio::test]

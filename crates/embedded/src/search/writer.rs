@@ -14,6 +14,7 @@ use std::{
     collections::HashMap,
     sync::{
         Arc, MutexGuard, PoisonError,
+        atomic::{AtomicU64, Ordering},
         mpsc::{self, RecvTimeoutError, TryRecvError},
     },
     thread::JoinHandle,
@@ -31,6 +32,55 @@ use super::{Settings, engine_error, handle::IndexHandle};
 
 /// Most jobs committed together.
 const MAX_BATCH: usize = 512;
+
+/// What the writers of one adapter have done: writes handed to them and commits made.
+#[derive(Debug, Default)]
+pub(super) struct Counters {
+    writes: AtomicU64,
+    commits: AtomicU64,
+    /// Lets a test hold every writer at the start of its next batch.
+    #[cfg(test)]
+    pub gate: gate::Gate,
+}
+
+impl Counters {
+    /// Writes queued so far and commits made so far.
+    pub fn get(&self) -> (u64, u64) {
+        (
+            self.writes.load(Ordering::Relaxed),
+            self.commits.load(Ordering::Relaxed),
+        )
+    }
+}
+
+#[cfg(test)]
+pub(super) mod gate {
+    use std::sync::{Condvar, Mutex, PoisonError};
+
+    /// A barrier a test closes to hold writer threads and opens to let them go on.
+    #[derive(Debug, Default)]
+    pub struct Gate {
+        closed: Mutex<bool>,
+        changed: Condvar,
+    }
+
+    impl Gate {
+        pub fn set_closed(&self, closed: bool) {
+            *self.closed.lock().unwrap_or_else(PoisonError::into_inner) = closed;
+            self.changed.notify_all();
+        }
+
+        pub(in crate::search) fn pass(&self) {
+            let mut closed = self.closed.lock().unwrap_or_else(PoisonError::into_inner);
+            while *closed {
+                closed = self
+                    .changed
+                    .wait(closed)
+                    .unwrap_or_else(PoisonError::into_inner);
+            }
+        }
+    }
+}
 
 /// A write to an index.
 #[derive(Debug)]
@@ -76,6 +126,7 @@ fn lock(handle: &IndexHandle) -> MutexGuard<'_, WriterSlot> {
 pub(super) fn submit(
     handle: &Arc<IndexHandle>,
     settings: Settings,
+    counters: &Arc<Counters>,
     write: Write,
 ) -> Result<oneshot::Receiver<Result<()>>> {
     let (reply, answer) = oneshot::channel();
@@ -84,7 +135,10 @@ pub(super) fn submit(
     match &*slot {
         WriterSlot::Closed(e) => return Err(e.clone()),
         WriterSlot::Running { jobs, .. } => match jobs.send(job) {
-            Ok(()) => return Ok(answer),
+            Ok(()) => {
+                counters.writes.fetch_add(1, Ordering::Relaxed);
+                return Ok(answer);
+            }
             // The thread ended (it failed); start another below.
             Err(mpsc::SendError(back)) => job = back,
         },
@@ -104,11 +158,13 @@ pub(super) fn submit(
     // Cannot fail: the receiver is alive until the thread below ends.
     let _ = jobs.send(job);
     let me = Arc::clone(handle);
+    let counted = Arc::clone(counters);
     let thread = std::thread::Builder::new()
         .name(format!("search-writer-{}", handle.name))
-        .spawn(move || run(&me, writer, &inbox, settings.writer_idle))
+        .spawn(move || run(&me, &counted, writer, &inbox, settings.writer_idle))
         .map_err(|e| Error::internal(format!("starting a search writer thread: {e}")))?;
     *slot = WriterSlot::Running { jobs, thread };
+    counters.writes.fetch_add(1, Ordering::Relaxed);
     Ok(answer)
 }
 
@@ -125,7 +181,13 @@ pub(super) fn close(handle: &IndexHandle, reason: Error) {
 }
 
 /// The writer thread: batches until the channel closes or nothing arrives for `idle`.
-fn run(handle: &IndexHandle, mut writer: IndexWriter, inbox: &mpsc::Receiver<Job>, idle: Duration) {
+fn run(
+    handle: &IndexHandle,
+    counters: &Counters,
+    mut writer: IndexWriter,
+    inbox: &mpsc::Receiver<Job>,
+    idle: Duration,
+) {
     loop {
         let first = match inbox.recv_timeout(idle) {
             Ok(job) => job,
@@ -135,7 +197,7 @@ fn run(handle: &IndexHandle, mut writer: IndexWriter, inbox: &mpsc::Receiver<Job
                 match inbox.try_recv() {
                     Ok(job) => {
                         drop(slot);
-                        batch(handle, &mut writer, job, inbox);
+                        batch(handle, counters, &mut writer, job, inbox);
                         continue;
                     }
                     Err(TryRecvError::Disconnected) => break,
@@ -152,7 +214,7 @@ fn run(handle: &IndexHandle, mut writer: IndexWriter, inbox: &mpsc::Receiver<Job
                 return;
             }
         };
-        batch(handle, &mut writer, first, inbox);
+        batch(handle, counters, &mut writer, first, inbox);
     }
     if let Err(e) = writer.wait_merging_threads() {
         tracing::warn!(index = %handle.name, error = %e, "finishing search merges");
@@ -160,7 +222,15 @@ fn run(handle: &IndexHandle, mut writer: IndexWriter, inbox: &mpsc::Receiver<Job
 }
 
 /// Apply `first` and every job waiting behind it, commit once, answer them all.
-fn batch(handle: &IndexHandle, writer: &mut IndexWriter, first: Job, inbox: &mpsc::Receiver<Job>) {
+fn batch(
+    handle: &IndexHandle,
+    counters: &Counters,
+    writer: &mut IndexWriter,
+    first: Job,
+    inbox: &mpsc::Receiver<Job>,
+) {
+    #[cfg(test)]
+    counters.gate.pass();
     let mut jobs = vec![first];
     while jobs.len() < MAX_BATCH {
         match inbox.try_recv() {
@@ -208,8 +278,11 @@ fn batch(handle: &IndexHandle, writer: &mut IndexWriter, first: Job, inbox: &mps
             elapsed_ms = started.elapsed().as_secs_f64() * 1000.0,
             "search commit"
         );
-        if let Err(e) = committed {
-            broken = Some(e);
+        match committed {
+            Ok(()) => {
+                counters.commits.fetch_add(1, Ordering::Relaxed);
+            }
+            Err(e) => broken = Some(e),
         }
     }
     if let Some(e) = broken {

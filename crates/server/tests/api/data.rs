@@ -321,6 +321,16 @@ async fn list_ranges_keys_descending_and_streaming() {
     let got = ids(&r.body);
     assert_eq!(got.len(), 3000);
     assert_eq!(got[2999], "z02999");
+    // Streamed, not built whole first: chunked, with no length known up front (a buffered
+    // JSON answer, such as a document's GET, carries a Content-Length).
+    assert_eq!(r.header("content-length"), None);
+    assert_eq!(r.header("transfer-encoding"), Some("chunked"));
+    assert_eq!(r.header("content-type"), Some("application/json"));
+    let one = s.get("/data/l/z00000").await.expect(200);
+    assert_eq!(
+        one.header("content-length"),
+        Some(one.text.len().to_string().as_str())
+    );
 }
 
 async fn movies(s: &TestServer) {

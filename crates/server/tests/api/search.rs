@@ -417,8 +417,18 @@ async fn bad_queries_are_422_with_the_reason() {
             "\"query\" is required: the text to search for, such as {\"query\": \"ghostbusters\"}",
         ),
         (
-            json!({"query": "   "}),
+            json!({"query": ""}),
             "\"query\" is required: the text to search for, such as {\"query\": \"ghostbusters\"}",
+        ),
+        (
+            json!({"query": "   "}),
+            "\"query\" \"   \" has no words to search for: a word is a run of letters or digits \
+             (of at most 128 bytes), such as {\"query\": \"ghostbusters\"}",
+        ),
+        (
+            json!({"query": "?!"}),
+            "\"query\" \"?!\" has no words to search for: a word is a run of letters or digits \
+             (of at most 128 bytes), such as {\"query\": \"ghostbusters\"}",
         ),
         (json!({"query": ["a"]}), "\"query\" must be a string"),
         (

@@ -755,6 +755,38 @@ async fn presigned_urls_refuse_tampering_expiry_and_other_operations() {
     );
 }
 
+/// Without `expires`, a pre-signed URL lives one hour (issue 7, DESIGN): `expires=` is the
+/// request's time plus 3600 s, for download and upload URLs alike.
+#[tokio::test]
+async fn presigned_urls_expire_after_an_hour_by_default() {
+    let clock = Arc::new(ManualClock::new(1_700_000_000_000));
+    let s = TestServer::builder().clock(clock.clone()).start().await;
+    s.create("storage", "files", None).await;
+    upload(&s, "/storage/files/a.txt", "hello", None)
+        .await
+        .expect(200);
+    let r = s
+        .get("/storage/files/a.txt?useSignedUrl=true")
+        .await
+        .expect(200);
+    let url = r.body["url"].as_str().unwrap().to_owned();
+    assert!(url.contains("?expires=1700003600&"), "{url}");
+    let r = s
+        .send(s.request(Method::POST, "/storage/files/b.txt?useSignedUrl=true"))
+        .await
+        .expect(200);
+    let put_url = r.body["url"].as_str().unwrap().to_owned();
+    assert!(put_url.contains("?expires=1700003600&"), "{put_url}");
+
+    clock.advance(3_599_000);
+    s.send(s.http().get(&url)).await.expect(200);
+    clock.advance(1_000);
+    s.send(s.http().get(&url)).await.expect(403);
+    s.send(s.http().put(&put_url).body("late"))
+        .await
+        .expect(403);
+}
+
 #[tokio::test]
 async fn presigned_urls_use_the_public_url_and_die_with_their_instance() {
     let s = TestServer::builder()
