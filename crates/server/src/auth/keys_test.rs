@@ -179,7 +179,11 @@ async fn an_unknown_key_is_read_from_the_registry_once() {
     for _ in 0..100 {
         assert!(cache.get(&unknown).await.unwrap().is_none());
     }
-    assert_eq!(spy.reads(), 1, "a token naming an unknown key costs one read");
+    assert_eq!(
+        spy.reads(),
+        1,
+        "a token naming an unknown key costs one read"
+    );
 }
 
 /// A key missing when first read, then created through this node (`created`) or another
