@@ -213,6 +213,7 @@ impl Scenario for BulkIndex {
             p50_ms: percentile(&latencies, 0.5),
             p99_ms: percentile(&latencies, 0.99),
             ratio: None,
+            rss_growth_bytes: None,
             note: format!("{} requests", latencies.len()),
         })
     }
