@@ -149,6 +149,14 @@ impl Measurement {
             },
         }
     }
+
+    /// Append `text` to the note, after a `; ` when there is one already.
+    pub fn add_note(&mut self, text: &str) {
+        if !self.note.is_empty() {
+            self.note.push_str("; ");
+        }
+        self.note.push_str(text);
+    }
 }
 
 /// A benchmark scenario.
@@ -280,6 +288,28 @@ impl Ctx {
         let measured = self.load(concurrency, StatusCode::OK, make).await?;
         ceilings.insert(concurrency, measured.clone());
         Ok(measured)
+    }
+
+    /// Load the server with `make` at `concurrency` and compare it with the bare-HTTP
+    /// ceiling measured right before, on this scenario's server, for a goal that is a
+    /// fraction of the ceiling: on a shared machine the run's first ceiling
+    /// ([`Ctx::ceiling`]) can be minutes and a different load away. The note gives the
+    /// ceiling.
+    pub async fn load_vs_ceiling(
+        &self,
+        concurrency: usize,
+        expect: StatusCode,
+        make: MakeReq,
+    ) -> anyhow::Result<(LoadResult, Measurement)> {
+        let health: MakeReq = Arc::new(|_, _| Req::get("/_health"));
+        let ceiling = self.load(concurrency, StatusCode::OK, health).await?;
+        let r = self.load(concurrency, expect, make).await?;
+        let mut m = Measurement::from_load(concurrency, &r, Some(&ceiling));
+        m.add_note(&format!(
+            "ceiling measured just before: {:.0} req/s",
+            ceiling.rps
+        ));
+        Ok((r, m))
     }
 
     /// Every ceiling measured so far, by concurrency.

@@ -116,10 +116,8 @@ impl Scenario for SmallGet {
     async fn run(&self, ctx: &Ctx) -> anyhow::Result<Measurement> {
         ctx.create("storage", "bench", None).await?;
         upload(&ctx.addr, "/storage/bench/small/4k.bin", 4096).await?;
-        let ceiling = ctx.ceiling(32).await?;
         let make: MakeReq = Arc::new(|_, _| Req::get("/storage/bench/small/4k.bin"));
-        let r = ctx.load(32, StatusCode::OK, make).await?;
-        let mut m = Measurement::from_load(32, &r, Some(&ceiling));
+        let (r, mut m) = ctx.load_vs_ceiling(32, StatusCode::OK, make).await?;
         m.megabytes_per_sec = Some(r.rps * 4096.0 / 1e6);
         Ok(m)
     }
