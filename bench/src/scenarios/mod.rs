@@ -41,8 +41,7 @@ pub fn all() -> Vec<Box<dyn Scenario>> {
         limit: Some(10),
         goal: false,
     }));
-    all.push(Box::new(queue::Delivery(queue::Goal::Throughput)));
-    all.push(Box::new(queue::Delivery(queue::Goal::Latency)));
+    all.extend(queue::scenarios());
     all.extend(scale_out::scenarios());
     all
 }
