@@ -14,6 +14,9 @@ use std::{
 
 use crate::Client;
 
+/// Lines a child printed, shared with the thread reading them.
+type Lines = Arc<Mutex<Vec<String>>>;
+
 /// A `quintet serve` child process on an ephemeral loopback port.
 #[derive(Debug)]
 pub struct Process {
@@ -23,8 +26,8 @@ pub struct Process {
     data_dir: PathBuf,
     extra: Vec<String>,
     envs: Vec<(String, String)>,
-    stdout: Arc<Mutex<Vec<String>>>,
-    stderr: Arc<Mutex<Vec<String>>>,
+    stdout: Lines,
+    stderr: Lines,
 }
 
 impl std::ops::Deref for Process {
@@ -137,7 +140,7 @@ fn start(
     data_dir: &Path,
     extra: &[String],
     envs: &[(String, String)],
-    (lines, err_lines): (&Arc<Mutex<Vec<String>>>, &Arc<Mutex<Vec<String>>>),
+    (lines, err_lines): (&Lines, &Lines),
 ) -> (Child, String) {
     let sets_log = extra
         .iter()
