@@ -1,5 +1,5 @@
-//! Cache scenarios: point reads and writes at 32 connections against the ceiling, and
-//! pattern queries over 100,000 keys that match 100.
+//! Cache scenarios: point reads and writes at 32 connections against the ceiling
+//! (measured right before each), and pattern queries over 100,000 keys that match 100.
 
 use std::sync::Arc;
 
@@ -78,11 +78,10 @@ impl Scenario for Get {
 
     async fn run(&self, ctx: &Ctx) -> anyhow::Result<Measurement> {
         fill_hot_keys(ctx).await?;
-        let ceiling = ctx.ceiling(32).await?;
         let make: MakeReq =
             Arc::new(|conn, seq| Req::get(format!("/cache/bench/k{:04}", hot_key(conn, seq))));
-        let r = ctx.load(32, StatusCode::CREATED, make).await?;
-        Ok(Measurement::from_load(32, &r, Some(&ceiling)))
+        let (_, m) = ctx.load_vs_ceiling(32, StatusCode::CREATED, make).await?;
+        Ok(m)
     }
 }
 
@@ -124,13 +123,12 @@ impl Scenario for Put {
 
     async fn run(&self, ctx: &Ctx) -> anyhow::Result<Measurement> {
         fill_hot_keys(ctx).await?;
-        let ceiling = ctx.ceiling(32).await?;
         let make: MakeReq = Arc::new(|conn, seq| {
             let k = hot_key(conn, seq);
             Req::json(Method::PUT, format!("/cache/bench/k{k:04}"), &value(seq))
         });
-        let r = ctx.load(32, StatusCode::OK, make).await?;
-        Ok(Measurement::from_load(32, &r, Some(&ceiling)))
+        let (_, m) = ctx.load_vs_ceiling(32, StatusCode::OK, make).await?;
+        Ok(m)
     }
 }
 

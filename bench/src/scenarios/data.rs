@@ -109,25 +109,11 @@ impl Scenario for GetById {
             })
             .collect();
         send_all(ctx, reqs, 2).await?;
-        // The ceiling is measured right before, on this scenario's server: on a shared
-        // machine the run's first ceiling can be minutes and a different load away.
-        let health: MakeReq = Arc::new(|_, _| Req::get("/_health"));
-        let ceiling = ctx.load(32, StatusCode::OK, health).await?;
         let make: MakeReq = Arc::new(|conn, seq| {
             let n = (conn as u64 * 7919 + seq * 31) % 10_000;
             Req::get(format!("/data/g/d{}-{:04}", n / 1000, n % 1000))
         });
-        let r = ctx.load(32, StatusCode::OK, make).await?;
-        let mut m = Measurement::from_load(32, &r, Some(&ceiling));
-        m.note = format!(
-            "{}ceiling measured just before: {:.0} req/s",
-            if m.note.is_empty() {
-                String::new()
-            } else {
-                format!("{}; ", m.note)
-            },
-            ceiling.rps
-        );
+        let (_, m) = ctx.load_vs_ceiling(32, StatusCode::OK, make).await?;
         Ok(m)
     }
 }

@@ -32,16 +32,16 @@ pub fn all() -> Vec<Box<dyn Scenario>> {
     all.push(Box::new(storage::SmallGet));
     all.extend(data::all());
     all.push(Box::new(search::BulkIndex));
+    // The goal row sends no `limit`, so the API's default applies; limit 10 for contrast.
     all.push(Box::new(search::TypoQueries {
-        limit: 10,
+        limit: None,
         goal: true,
     }));
     all.push(Box::new(search::TypoQueries {
-        limit: 100,
+        limit: Some(10),
         goal: false,
     }));
-    all.push(Box::new(queue::Delivery(queue::Goal::Throughput)));
-    all.push(Box::new(queue::Delivery(queue::Goal::Latency)));
+    all.extend(queue::scenarios());
     all.extend(scale_out::scenarios());
     all
 }
@@ -59,6 +59,14 @@ pub enum Target {
     P50AtMostMs(f64),
     /// Throughput at least this many megabytes per second.
     MegabytesPerSec(f64),
+    /// Throughput at least `mb_per_sec` megabytes per second, and the server's resident
+    /// memory growing by less than `rss_growth_mib` MiB meanwhile.
+    MegabytesPerSecFlatMemory {
+        /// Least throughput, MB/s.
+        mb_per_sec: f64,
+        /// Growth of the server's RSS must stay below this, MiB.
+        rss_growth_mib: f64,
+    },
 }
 
 impl Target {
@@ -70,6 +78,10 @@ impl Target {
             Self::ItemsPerSec(n) => format!("≥{n:.0} items/s"),
             Self::P50AtMostMs(ms) => format!("p50 ≤{ms} ms"),
             Self::MegabytesPerSec(mb) => format!("≥{mb:.0} MB/s"),
+            Self::MegabytesPerSecFlatMemory {
+                mb_per_sec,
+                rss_growth_mib,
+            } => format!("≥{mb_per_sec:.0} MB/s, RSS +<{rss_growth_mib:.0} MiB"),
         }
     }
 
@@ -81,6 +93,15 @@ impl Target {
             Self::ItemsPerSec(n) => m.items_per_sec.map(|x| x >= *n),
             Self::P50AtMostMs(ms) => Some(m.p50_ms <= *ms),
             Self::MegabytesPerSec(mb) => m.megabytes_per_sec.map(|x| x >= *mb),
+            // Memory that could not be read does not count as flat.
+            Self::MegabytesPerSecFlatMemory {
+                mb_per_sec,
+                rss_growth_mib,
+            } => m.megabytes_per_sec.map(|x| {
+                x >= *mb_per_sec
+                    && m.rss_growth_bytes
+                        .is_some_and(|g| (g as f64) < rss_growth_mib * (1u64 << 20) as f64)
+            }),
         }
     }
 }
@@ -102,6 +123,9 @@ pub struct Measurement {
     pub p99_ms: f64,
     /// Requests per second relative to the ceiling at the same concurrency.
     pub ratio: Option<f64>,
+    /// Growth of the server's resident memory during the measurement, bytes, for
+    /// scenarios that watch it.
+    pub rss_growth_bytes: Option<u64>,
     /// Anything else worth a sentence (errors, memory).
     pub note: String,
 }
@@ -117,12 +141,21 @@ impl Measurement {
             p50_ms: r.p50_ms,
             p99_ms: r.p99_ms,
             ratio: ceiling.map(|c| r.rps / c.rps),
+            rss_growth_bytes: None,
             note: if r.errors > 0 {
                 format!("{} unexpected answers", r.errors)
             } else {
                 String::new()
             },
         }
+    }
+
+    /// Append `text` to the note, after a `; ` when there is one already.
+    pub fn add_note(&mut self, text: &str) {
+        if !self.note.is_empty() {
+            self.note.push_str("; ");
+        }
+        self.note.push_str(text);
     }
 }
 
@@ -257,8 +290,53 @@ impl Ctx {
         Ok(measured)
     }
 
+    /// Load the server with `make` at `concurrency` and compare it with the bare-HTTP
+    /// ceiling measured right before, on this scenario's server, for a goal that is a
+    /// fraction of the ceiling: on a shared machine the run's first ceiling
+    /// ([`Ctx::ceiling`]) can be minutes and a different load away. The note gives the
+    /// ceiling.
+    pub async fn load_vs_ceiling(
+        &self,
+        concurrency: usize,
+        expect: StatusCode,
+        make: MakeReq,
+    ) -> anyhow::Result<(LoadResult, Measurement)> {
+        let health: MakeReq = Arc::new(|_, _| Req::get("/_health"));
+        let ceiling = self.load(concurrency, StatusCode::OK, health).await?;
+        let r = self.load(concurrency, expect, make).await?;
+        let mut m = Measurement::from_load(concurrency, &r, Some(&ceiling));
+        m.add_note(&format!(
+            "ceiling measured just before: {:.0} req/s",
+            ceiling.rps
+        ));
+        Ok((r, m))
+    }
+
     /// Every ceiling measured so far, by concurrency.
     pub async fn ceilings(&self) -> BTreeMap<usize, LoadResult> {
         self.ceilings.lock().await.clone()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_transfer_goal_needs_both_speed_and_flat_memory() {
+        let goal = Target::MegabytesPerSecFlatMemory {
+            mb_per_sec: 500.0,
+            rss_growth_mib: 64.0,
+        };
+        let m = |mb: f64, rss_mib: Option<u64>| Measurement {
+            megabytes_per_sec: Some(mb),
+            rss_growth_bytes: rss_mib.map(|g| g << 20),
+            ..Measurement::default()
+        };
+        assert_eq!(goal.met(&m(600.0, Some(10))), Some(true));
+        assert_eq!(goal.met(&m(600.0, Some(64))), Some(false), "memory grew");
+        assert_eq!(goal.met(&m(600.0, None)), Some(false), "memory unknown");
+        assert_eq!(goal.met(&m(400.0, Some(10))), Some(false), "too slow");
+        assert_eq!(goal.met(&Measurement::default()), None, "no transfer");
     }
 }

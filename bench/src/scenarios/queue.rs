@@ -3,7 +3,10 @@
 //! The worker runs inside this process (a small hyper server), so it shares the clock of the
 //! load generator: each job carries the microsecond it was sent, and the worker records when
 //! it arrived. Two rows, one per goal: jobs delivered per second during the measured window,
-//! and the median time from sending the enqueue request to the job reaching the worker.
+//! and the median time from sending the enqueue request to the job reaching the worker, both
+//! on a queue created with the most concurrent deliveries a queue allows. A third row, with
+//! no goal, runs the same load on a queue with the default concurrency and reports both
+//! figures, for contrast.
 
 use std::{
     convert::Infallible,
@@ -19,6 +22,8 @@ use hyper::{Method, Request, Response, StatusCode, server::conn::http1, service:
 use hyper_util::rt::TokioIo;
 use tokio::net::TcpListener;
 
+use quintet_core::ports::queue::DEFAULT_CONCURRENCY;
+
 use super::{Ctx, Measurement, Scenario, Target};
 use crate::load::{MakeReq, Req};
 
@@ -29,6 +34,15 @@ const CONNECTIONS: usize = 64;
 /// default of 8 the backlog (and so the latency) grows for as long as the load lasts.
 const QUEUE_CONCURRENCY: u32 = 256;
 
+/// The queue's scenarios, in report order.
+pub fn scenarios() -> Vec<Box<dyn Scenario>> {
+    vec![
+        Box::new(Delivery(Goal::Throughput)),
+        Box::new(Delivery(Goal::Latency)),
+        Box::new(Delivery(Goal::DefaultConcurrency)),
+    ]
+}
+
 /// Which goal the row measures.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Goal {
@@ -36,10 +50,25 @@ pub enum Goal {
     Throughput,
     /// Median enqueue-to-delivery time.
     Latency,
+    /// No goal: both figures on a queue created without `concurrency`.
+    DefaultConcurrency,
 }
 
 /// Enqueue at 64 connections, deliver to an in-process worker.
 pub struct Delivery(pub Goal);
+
+impl Delivery {
+    /// The queue's configuration: the worker's URL and, for the goal rows, the most
+    /// concurrent deliveries.
+    fn config(&self, url: &str) -> serde_json::Value {
+        match self.0 {
+            Goal::Throughput | Goal::Latency => {
+                serde_json::json!({"target": url, "concurrency": QUEUE_CONCURRENCY})
+            }
+            Goal::DefaultConcurrency => serde_json::json!({"target": url}),
+        }
+    }
+}
 
 fn epoch() -> Instant {
     static EPOCH: OnceLock<Instant> = OnceLock::new();
@@ -111,6 +140,10 @@ impl Scenario for Delivery {
         match self.0 {
             Goal::Throughput => format!("queue: enqueue → delivered, jobs/s ({CONNECTIONS} conn)"),
             Goal::Latency => format!("queue: enqueue → delivered, latency ({CONNECTIONS} conn)"),
+            Goal::DefaultConcurrency => format!(
+                "queue: enqueue → delivered, default queue concurrency {DEFAULT_CONCURRENCY} \
+                 ({CONNECTIONS} conn)"
+            ),
         }
     }
 
@@ -122,18 +155,15 @@ impl Scenario for Delivery {
         match self.0 {
             Goal::Throughput => Target::ItemsPerSec(5_000.0),
             Goal::Latency => Target::P50AtMostMs(10.0),
+            Goal::DefaultConcurrency => Target::None,
         }
     }
 
     async fn run(&self, ctx: &Ctx) -> anyhow::Result<Measurement> {
         let seen = Arc::new(Seen::default());
         let url = start_worker(Arc::clone(&seen)).await?;
-        ctx.create(
-            "queue",
-            "bench",
-            Some(serde_json::json!({"target": url, "concurrency": QUEUE_CONCURRENCY})),
-        )
-        .await?;
+        ctx.create("queue", "bench", Some(self.config(&url)))
+            .await?;
         epoch();
         let make: MakeReq = Arc::new(|conn, seq| {
             let job = serde_json::json!({
@@ -180,7 +210,7 @@ impl Scenario for Delivery {
         let mut m = Measurement::from_load(CONNECTIONS, &enqueue, Some(&ceiling));
         m.items_per_sec = Some(delivered_per_sec);
         let (enq_p50, enq_p99) = (m.p50_ms, m.p99_ms);
-        if self.0 == Goal::Latency {
+        if self.0 != Goal::Throughput {
             m.p50_ms = percentile(&latencies, 0.5);
             m.p99_ms = percentile(&latencies, 0.99);
         }
@@ -192,6 +222,13 @@ impl Scenario for Delivery {
             ),
             Goal::Latency => format!(
                 "p50/p99 = enqueue request sent → job at the worker; enqueue p50 {enq_p50:.1} ms, p99 {enq_p99:.1} ms"
+            ),
+            Goal::DefaultConcurrency => format!(
+                "queue created without concurrency ({DEFAULT_CONCURRENCY} deliveries at once; \
+                 the goal rows use {QUEUE_CONCURRENCY}); items/s = jobs delivered in the \
+                 window; p50/p99 = enqueue request sent → job at the worker; enqueue \
+                 {:.0}/s, p50 {enq_p50:.1} ms",
+                enqueue.rps
             ),
         };
         if !drained {

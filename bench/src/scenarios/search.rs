@@ -213,6 +213,7 @@ impl Scenario for BulkIndex {
             p50_ms: percentile(&latencies, 0.5),
             p99_ms: percentile(&latencies, 0.99),
             ratio: None,
+            rss_growth_bytes: None,
             note: format!("{} requests", latencies.len()),
         })
     }
@@ -220,8 +221,9 @@ impl Scenario for BulkIndex {
 
 /// Queries with one typo over the corpus.
 pub struct TypoQueries {
-    /// `limit` sent with each query.
-    pub limit: usize,
+    /// `limit` sent with each query; `None` sends none, so the API's default (100)
+    /// applies, as for a client that does not ask.
+    pub limit: Option<usize>,
     /// Whether this row carries the goal.
     pub goal: bool,
 }
@@ -229,10 +231,12 @@ pub struct TypoQueries {
 #[async_trait]
 impl Scenario for TypoQueries {
     fn name(&self) -> String {
-        format!(
-            "search: 1-typo queries over {DOCS} docs, limit {} (16 conn)",
-            self.limit
-        )
+        match self.limit {
+            Some(limit) => {
+                format!("search: 1-typo queries over {DOCS} docs, limit {limit} (16 conn)")
+            }
+            None => format!("search: 1-typo queries over {DOCS} docs, default limit (16 conn)"),
+        }
     }
 
     fn service(&self) -> &'static str {
@@ -274,7 +278,13 @@ impl Scenario for TypoQueries {
         let bodies: Arc<Vec<bytes::Bytes>> = Arc::new(
             queries
                 .iter()
-                .map(|q| bytes::Bytes::from(json!({"query": q, "limit": self.limit}).to_string()))
+                .map(|q| {
+                    let body = match self.limit {
+                        Some(limit) => json!({"query": q, "limit": limit}),
+                        None => json!({"query": q}),
+                    };
+                    bytes::Bytes::from(body.to_string())
+                })
                 .collect(),
         );
         let make: MakeReq = Arc::new(move |conn, seq| {

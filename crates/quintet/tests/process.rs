@@ -199,3 +199,93 @@ async fn a_data_directory_stays_with_its_registry() {
     p.put("/data/movies", None).await.expect(409);
     p.delete("/data/movies").await.expect(200);
 }
+
+/// The log lines of `p` so far that `quintet::http` wrote, each parsed; every log line
+/// must be JSON.
+fn request_log(p: &Process) -> Vec<serde_json::Value> {
+    p.stderr_lines()
+        .iter()
+        .map(|line| {
+            serde_json::from_str::<serde_json::Value>(line)
+                .unwrap_or_else(|e| panic!("log line is not JSON ({e}): {line}"))
+        })
+        .filter(|v| v["target"] == "quintet::http")
+        .collect()
+}
+
+/// Foundation: request ids and one structured line per request, here as JSON.
+#[tokio::test]
+async fn each_request_is_logged_once_as_json_with_its_id() {
+    let dir = tempfile::tempdir().unwrap();
+    let p = Process::spawn(
+        bin(),
+        dir.path(),
+        &["--log", "info", "--log-format", "json"],
+    );
+    // (method, path as sent, path as logged, expected status, request id sent)
+    let requests = [
+        (Method::GET, "/_health", "/_health", 200, Some("probe-42")),
+        (Method::PUT, "/cache/logged", "/cache/logged", 201, None),
+        (
+            Method::GET,
+            "/cache/logged/_query?pattern=secret*",
+            "/cache/logged/_query",
+            200,
+            None,
+        ),
+        (Method::POST, "/cache/logged", "/cache/logged", 400, None),
+        (Method::GET, "/no/such/route", "/no/such/route", 404, None),
+        (Method::GET, "/_health", "/_health", 200, Some("last")),
+    ];
+    let mut sent = Vec::new();
+    for (method, path, logged, status, id) in requests {
+        let mut req = p.request(method.clone(), path);
+        if method == Method::POST {
+            req = req.header("content-type", "application/json").body("{");
+        }
+        if let Some(id) = id {
+            req = req.header("x-request-id", id);
+        }
+        let r = p.send(req).await.expect(status);
+        let answered = r.header("x-request-id").expect("x-request-id").to_owned();
+        if let Some(id) = id {
+            assert_eq!(answered, id, "a request's own id is kept");
+        }
+        sent.push((method, logged, status, answered));
+    }
+    // The line is written before the answer is sent; wait for the reader to see the last.
+    let deadline = std::time::Instant::now() + Duration::from_secs(30);
+    while !request_log(&p)
+        .iter()
+        .any(|l| l["fields"]["request_id"] == "last")
+    {
+        assert!(
+            std::time::Instant::now() < deadline,
+            "no log line for the last request:\n{}",
+            p.stderr_lines().join("\n")
+        );
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    let log = request_log(&p);
+    assert_eq!(log.len(), sent.len(), "one line per request:\n{log:#?}");
+    for (method, path, status, id) in &sent {
+        let lines: Vec<_> = log
+            .iter()
+            .filter(|l| l["fields"]["request_id"] == id.as_str())
+            .collect();
+        assert_eq!(lines.len(), 1, "request {id}: {log:#?}");
+        let fields = &lines[0]["fields"];
+        assert_eq!(fields["method"], method.as_str(), "{fields}");
+        assert_eq!(fields["path"], *path, "{fields}");
+        assert_eq!(fields["status"], *status, "{fields}");
+        assert!(
+            fields["ms"].as_f64().is_some_and(|ms| ms >= 0.0),
+            "a duration in ms: {fields}"
+        );
+    }
+    // Generated ids differ from each other.
+    let mut ids: Vec<&str> = sent.iter().map(|s| s.3.as_str()).collect();
+    ids.sort_unstable();
+    ids.dedup();
+    assert_eq!(ids.len(), sent.len(), "{ids:?}");
+}

@@ -160,6 +160,34 @@ impl<S: Send + Sync> FromRequestParts<S> for LegacyGet {
     }
 }
 
+/// Characters of a bad `Host` header quoted in the answer.
+const MAX_HOST_SHOWN: usize = 100;
+
+/// Whether `authority` is a `host[:port]` that makes a well-formed URL: a host name
+/// (letters, digits, `-`, `_`, `.`) or IPv4 address, or an IPv6 address in brackets, and a
+/// port from 1 to 65535. No user information (`a@b`), path or other punctuation: what
+/// clients build from it (`cloud://key:secret@<host>/app`) must parse back the same.
+fn is_authority(authority: &str) -> bool {
+    let (host_ok, port) = match authority.strip_prefix('[') {
+        Some(v6) => match v6.split_once(']') {
+            Some((addr, rest)) => (addr.parse::<std::net::Ipv6Addr>().is_ok(), rest),
+            None => return false,
+        },
+        None => {
+            let (host, rest) = authority.split_at(authority.find(':').unwrap_or(authority.len()));
+            let name = |b: u8| b.is_ascii_alphanumeric() || matches!(b, b'-' | b'_' | b'.');
+            (!host.is_empty() && host.bytes().all(name), rest)
+        }
+    };
+    let port_ok = port.is_empty()
+        || port.strip_prefix(':').is_some_and(|p| {
+            !p.is_empty()
+                && p.bytes().all(|b| b.is_ascii_digit())
+                && p.parse::<u16>().is_ok_and(|n| n > 0)
+        });
+    host_ok && port_ok
+}
+
 /// Where clients reach this server: the configured public URL, else `http://` (`https://`
 /// when serving TLS) and the request's `Host` header. For absolute URLs the server hands out.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -175,9 +203,9 @@ impl FromRequestParts<AppState> for BaseUrl {
         let host = parts
             .headers
             .get(axum::http::header::HOST)
-            .and_then(|h| h.to_str().ok())
-            .or_else(|| parts.uri.authority().map(|a| a.as_str()))
-            .filter(|h| !h.is_empty() && h.bytes().all(|b| b.is_ascii_graphic()))
+            .map(|h| String::from_utf8_lossy(h.as_bytes()))
+            .or_else(|| parts.uri.authority().map(|a| a.as_str().into()))
+            .filter(|h| !h.is_empty())
             .ok_or_else(|| {
                 ApiError(Error::BadRequest(
                     "the request has no Host header to build a URL from; \
@@ -185,11 +213,59 @@ impl FromRequestParts<AppState> for BaseUrl {
                         .into(),
                 ))
             })?;
+        if !is_authority(&host) {
+            let shown: String = host.chars().take(MAX_HOST_SHOWN).collect();
+            return Err(ApiError(Error::BadRequest(format!(
+                "the Host header {shown:?} is not a host[:port] to build a URL from: send \
+                 a host name or IP address with an optional port, or set --public-url on \
+                 the server"
+            ))));
+        }
         let scheme = if state.config.tls.is_some() {
             "https"
         } else {
             "http"
         };
         Ok(BaseUrl(format!("{scheme}://{host}")))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::is_authority;
+
+    #[test]
+    fn host_headers_that_make_a_url() {
+        for (host, ok) in [
+            ("127.0.0.1:6363", true),
+            ("localhost", true),
+            ("api.example.com", true),
+            ("my_service:80", true),
+            ("[::1]", true),
+            ("[::1]:6363", true),
+            ("[2001:db8::1]:443", true),
+            ("", false),
+            ("/", false),
+            ("a@b", false),
+            ("key:secret@host", false),
+            ("a/b", false),
+            ("a?b", false),
+            ("a#b", false),
+            ("a b", false),
+            ("a%2fb", false),
+            (":80", false),
+            ("a:", false),
+            ("a:0", false),
+            ("a:65536", false),
+            ("a:+80", false),
+            ("a:1:2", false),
+            ("a:xyz", false),
+            ("[::1", false),
+            ("[nope]:80", false),
+            ("[::1]80", false),
+            ("::1", false),
+        ] {
+            assert_eq!(is_authority(host), ok, "{host:?}");
+        }
     }
 }

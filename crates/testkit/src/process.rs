@@ -1,4 +1,8 @@
-//! The real `quintet` binary in a child process, for tests that kill it.
+//! The real `quintet` binary in a child process, for tests that kill it or read what it
+//! prints.
+//!
+//! It logs at `warn` unless the arguments set `--log`; its stderr is passed through and
+//! also kept, for [`Process::stderr_lines`].
 
 use std::{
     io::{BufRead, BufReader},
@@ -10,6 +14,9 @@ use std::{
 
 use crate::Client;
 
+/// Lines a child printed, shared with the thread reading them.
+type Lines = Arc<Mutex<Vec<String>>>;
+
 /// A `quintet serve` child process on an ephemeral loopback port.
 #[derive(Debug)]
 pub struct Process {
@@ -19,7 +26,8 @@ pub struct Process {
     data_dir: PathBuf,
     extra: Vec<String>,
     envs: Vec<(String, String)>,
-    stdout: Arc<Mutex<Vec<String>>>,
+    stdout: Lines,
+    stderr: Lines,
 }
 
 impl std::ops::Deref for Process {
@@ -49,7 +57,8 @@ impl Process {
             .map(|(k, v)| ((*k).to_owned(), (*v).to_owned()))
             .collect();
         let stdout = Arc::new(Mutex::new(Vec::new()));
-        let (child, base) = start(bin, data_dir, &extra, &envs, &stdout);
+        let stderr = Arc::new(Mutex::new(Vec::new()));
+        let (child, base) = start(bin, data_dir, &extra, &envs, (&stdout, &stderr));
         Self {
             child,
             client: Client::new(&base),
@@ -58,6 +67,7 @@ impl Process {
             extra,
             envs,
             stdout,
+            stderr,
         }
     }
 
@@ -65,6 +75,11 @@ impl Process {
     /// stdout so far.
     pub fn stdout_lines(&self) -> Vec<String> {
         self.stdout.lock().map(|l| l.clone()).unwrap_or_default()
+    }
+
+    /// Every line the process (and its earlier runs) printed on stderr so far: its log.
+    pub fn stderr_lines(&self) -> Vec<String> {
+        self.stderr.lock().map(|l| l.clone()).unwrap_or_default()
     }
 
     /// The process id.
@@ -121,7 +136,7 @@ impl Process {
             &self.data_dir,
             &self.extra,
             &self.envs,
-            &self.stdout,
+            (&self.stdout, &self.stderr),
         );
         self.child = child;
         self.client = Client::new(&base);
@@ -140,22 +155,36 @@ fn start(
     data_dir: &Path,
     extra: &[String],
     envs: &[(String, String)],
-    lines: &Arc<Mutex<Vec<String>>>,
+    (lines, err_lines): (&Lines, &Lines),
 ) -> (Child, String) {
+    let sets_log = extra
+        .iter()
+        .any(|a| a == "--log" || a.starts_with("--log="));
+    let default_log: &[&str] = if sets_log { &[] } else { &["--log", "warn"] };
     let mut child = Command::new(bin)
         .arg("serve")
         .arg("--listen")
         .arg("127.0.0.1:0")
         .arg("--data-dir")
         .arg(data_dir)
-        .args(["--log", "warn"])
+        .args(default_log)
         .args(extra)
         .env_remove("QUINTET_CONFIG")
         .envs(envs.iter().map(|(k, v)| (k.as_str(), v.as_str())))
         .stdout(Stdio::piped())
-        .stderr(Stdio::inherit())
+        .stderr(Stdio::piped())
         .spawn()
         .expect("quintet binary starts");
+    let stderr = child.stderr.take().expect("stderr");
+    let err_lines = Arc::clone(err_lines);
+    std::thread::spawn(move || {
+        for line in BufReader::new(stderr).lines().map_while(Result::ok) {
+            eprintln!("{line}");
+            if let Ok(mut all) = err_lines.lock() {
+                all.push(line);
+            }
+        }
+    });
     let stdout = child.stdout.take().expect("stdout");
     let (tx, rx) = mpsc::channel();
     let lines = Arc::clone(lines);

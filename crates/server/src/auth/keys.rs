@@ -6,6 +6,12 @@
 //! epoch, and a key read from the registry is cached only when no invalidation happened
 //! while it was read, so a slow read cannot put a stale key back.
 //!
+//! Key ids the registry does not know are remembered too (at most [`MISSING_CAPACITY`],
+//! forgotten all at once when full), so a well-formed token naming an unknown key does not
+//! cost a registry read on every request. Creating a key forgets that it was missing (on
+//! every node: the change feed carries key creations), and a miss is recorded only when no
+//! key was created while it was read, so a key created right after a miss is usable at once.
+//!
 //! `lastUsed` is recorded in memory on every authenticated request and written to the
 //! registry by a background task every [`LAST_USED_FLUSH`] (and once more at shutdown): one
 //! write per interval, whatever the request rate. The admin API overlays the in-memory
@@ -17,7 +23,7 @@
 //! the use times not yet written so the next flush still records them.
 
 use std::{
-    collections::HashMap,
+    collections::{HashMap, HashSet},
     sync::{
         Arc, Mutex, RwLock,
         atomic::{AtomicBool, AtomicI64, AtomicU64, Ordering},
@@ -37,6 +43,11 @@ pub const LAST_USED_FLUSH: Duration = Duration::from_secs(10);
 
 /// Reads of one key retried when invalidations keep racing them.
 const LOAD_ATTEMPTS: usize = 3;
+
+/// Most key ids remembered as missing; the set is emptied when it would grow beyond.
+/// Ids are at most 64 bytes, so this bounds it to about a megabyte whatever a client
+/// sends.
+pub const MISSING_CAPACITY: usize = 10_000;
 
 /// A key as the authentication layer needs it.
 #[derive(Debug)]
@@ -88,6 +99,11 @@ pub struct KeyCache {
     registry: Arc<dyn Registry>,
     entries: RwLock<HashMap<KeyId, Arc<CachedKey>>>,
     epoch: AtomicU64,
+    /// Key ids the registry did not have when last read.
+    missing: Mutex<HashSet<KeyId>>,
+    /// Bumped by every key creation (and resync): a miss read across a bump is not
+    /// recorded, since the read may predate the new key.
+    creations: AtomicU64,
     /// Use times of keys forgotten before they were written: the next flush writes them.
     orphaned_uses: Mutex<Vec<(KeyId, i64)>>,
     flusher: Mutex<Option<JoinHandle<()>>>,
@@ -100,6 +116,8 @@ impl KeyCache {
             registry,
             entries: RwLock::new(HashMap::new()),
             epoch: AtomicU64::new(0),
+            missing: Mutex::new(HashSet::new()),
+            creations: AtomicU64::new(0),
             orphaned_uses: Mutex::new(Vec::new()),
             flusher: Mutex::new(None),
         }
@@ -109,15 +127,41 @@ impl KeyCache {
         self.entries.read().ok()?.get(key).cloned()
     }
 
+    fn known_missing(&self, key: &KeyId) -> bool {
+        self.missing.lock().is_ok_and(|m| m.contains(key))
+    }
+
+    /// Remember that the registry had no `key`, unless a key was created since
+    /// `creations` was read (before the registry read): the read may have missed it.
+    fn note_missing(&self, key: &KeyId, creations: u64) {
+        let Ok(mut missing) = self.missing.lock() else {
+            return;
+        };
+        // Checked under the lock that `created` takes after bumping the counter: either
+        // the bump is seen here, or `created` removes what is inserted here.
+        if self.creations.load(Ordering::SeqCst) != creations {
+            return;
+        }
+        if missing.len() >= MISSING_CAPACITY {
+            missing.clear();
+        }
+        missing.insert(key.clone());
+    }
+
     /// The key `key`, revoked or not, from memory or else from the registry.
     pub async fn get(&self, key: &KeyId) -> Result<Option<Arc<CachedKey>>> {
         if let Some(hit) = self.cached(key) {
             return Ok(Some(hit));
         }
+        if self.known_missing(key) {
+            return Ok(None);
+        }
         let mut loaded = None;
         for _ in 0..LOAD_ATTEMPTS {
             let epoch = self.epoch.load(Ordering::SeqCst);
+            let creations = self.creations.load(Ordering::SeqCst);
             let Some(found) = self.registry.get_key(key).await? else {
+                self.note_missing(key, creations);
                 return Ok(None);
             };
             let entry = Arc::new(CachedKey::new(found));
@@ -130,6 +174,14 @@ impl KeyCache {
         }
         // Invalidations kept racing the read: answer from the last read, cache nothing.
         Ok(loaded)
+    }
+
+    /// Forget that `key` was missing; call after the registry recorded its creation.
+    pub fn created(&self, key: &KeyId) {
+        self.creations.fetch_add(1, Ordering::SeqCst);
+        if let Ok(mut missing) = self.missing.lock() {
+            missing.remove(key);
+        }
     }
 
     /// Mark `key` revoked; call after the registry recorded the revocation.
@@ -148,10 +200,14 @@ impl KeyCache {
         }
     }
 
-    /// Forget every key (they are read again on their next use), keeping the use times
-    /// not yet written for the next flush.
+    /// Forget every key (they are read again on their next use) and every miss, keeping
+    /// the use times not yet written for the next flush.
     pub fn forget_all(&self) {
         self.epoch.fetch_add(1, Ordering::SeqCst);
+        self.creations.fetch_add(1, Ordering::SeqCst);
+        if let Ok(mut missing) = self.missing.lock() {
+            missing.clear();
+        }
         let forgotten = match self.entries.write() {
             Ok(mut map) => std::mem::take(&mut *map),
             Err(_) => return,
@@ -166,17 +222,16 @@ impl KeyCache {
     }
 
     /// Bring the cache in line with a change to the registry, made by this node or
-    /// another: a revoked key is marked revoked, a deleted application's keys are
-    /// forgotten, a resync forgets every key. New keys and instance changes need nothing:
-    /// unknown keys are never cached.
+    /// another: a new key is no longer missing, a revoked key is marked revoked, a
+    /// deleted application's keys are forgotten, a resync forgets every key and every
+    /// miss. Instance changes need nothing.
     pub fn apply(&self, change: &RegistryChange) {
         match change {
+            RegistryChange::KeyCreated { key, .. } => self.created(key),
             RegistryChange::KeyRevoked { key, .. } => self.revoked(key),
             RegistryChange::AppDeleted { app } => self.forget_app(app),
             RegistryChange::Resync => self.forget_all(),
-            RegistryChange::KeyCreated { .. }
-            | RegistryChange::InstanceCreated { .. }
-            | RegistryChange::InstanceDeleted { .. } => {}
+            RegistryChange::InstanceCreated { .. } | RegistryChange::InstanceDeleted { .. } => {}
         }
     }
 

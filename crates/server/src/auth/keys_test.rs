@@ -1,9 +1,12 @@
 //! The key cache against a real registry, wrapped to count reads and to run code in the
 //! middle of one.
 
-use std::sync::{
-    Arc, Mutex,
-    atomic::{AtomicUsize, Ordering},
+use std::{
+    collections::HashSet,
+    sync::{
+        Arc, Mutex,
+        atomic::{AtomicUsize, Ordering},
+    },
 };
 
 use async_trait::async_trait;
@@ -15,16 +18,33 @@ use quintet_core::{
 };
 use quintet_embedded::registry::SqliteRegistry;
 
-use super::KeyCache;
+use super::{KeyCache, MISSING_CAPACITY};
 
 type Hook = Box<dyn FnOnce() + Send>;
 
-/// A registry that counts `get_key` reads and can run a hook after the next one.
+/// A registry that counts `get_key` reads, can run a hook after the next one, and can
+/// pretend a key does not exist yet (key ids are random, so "created after a miss" is a
+/// hidden key shown).
 #[derive(Debug)]
 struct Spy {
     inner: SqliteRegistry,
     key_reads: AtomicUsize,
     after_read: Mutex<Option<HookBox>>,
+    hidden: Mutex<HashSet<KeyId>>,
+}
+
+impl Spy {
+    fn hide(&self, key: &KeyId) {
+        self.hidden.lock().unwrap().insert(key.clone());
+    }
+
+    fn show(&self, key: &KeyId) {
+        self.hidden.lock().unwrap().remove(key);
+    }
+
+    fn reads(&self) -> usize {
+        self.key_reads.load(Ordering::SeqCst)
+    }
 }
 
 struct HookBox(Hook);
@@ -93,7 +113,12 @@ impl Registry for Spy {
     }
     async fn get_key(&self, key: &KeyId) -> Result<Option<AccessKey>> {
         self.key_reads.fetch_add(1, Ordering::SeqCst);
-        let found = self.inner.get_key(key).await;
+        let hidden = self.hidden.lock().unwrap().contains(key);
+        let found = if hidden {
+            Ok(None)
+        } else {
+            self.inner.get_key(key).await
+        };
         let hook = self.after_read.lock().unwrap().take();
         if let Some(HookBox(hook)) = hook {
             hook();
@@ -124,6 +149,7 @@ async fn setup() -> (tempfile::TempDir, Arc<Spy>, AppName) {
         inner,
         key_reads: AtomicUsize::new(0),
         after_read: Mutex::new(None),
+        hidden: Mutex::new(HashSet::new()),
     });
     let account: AccountName = "acme".parse().unwrap();
     spy.create_account(&account, Plan::Starter).await.unwrap();
@@ -143,11 +169,98 @@ async fn a_key_is_read_from_the_registry_once() {
         got.touch(5);
     }
     assert_eq!(spy.key_reads.load(Ordering::SeqCst), 1);
-    // Unknown keys are not cached (they may be created through another path).
+}
+
+#[tokio::test]
+async fn an_unknown_key_is_read_from_the_registry_once() {
+    let (_dir, spy, _app) = setup().await;
+    let cache = KeyCache::new(spy.clone());
     let unknown: KeyId = "qk_unknown".parse().unwrap();
-    assert!(cache.get(&unknown).await.unwrap().is_none());
-    assert!(cache.get(&unknown).await.unwrap().is_none());
-    assert_eq!(spy.key_reads.load(Ordering::SeqCst), 3);
+    for _ in 0..100 {
+        assert!(cache.get(&unknown).await.unwrap().is_none());
+    }
+    assert_eq!(
+        spy.reads(),
+        1,
+        "a token naming an unknown key costs one read"
+    );
+}
+
+/// A key missing when first read, then created through this node (`created`) or another
+/// one (the change feed's `KeyCreated`): usable at once.
+#[tokio::test]
+async fn a_key_created_after_a_miss_is_usable_at_once() {
+    type Announce = fn(&KeyCache, &AppName, &KeyId);
+    let here: Announce = |cache, _, key| cache.created(key);
+    let elsewhere: Announce = |cache, app, key| {
+        cache.apply(&RegistryChange::KeyCreated {
+            app: app.clone(),
+            key: key.clone(),
+        })
+    };
+    for (how, announce) in [("this node", here), ("another node", elsewhere)] {
+        let (_dir, spy, app) = setup().await;
+        let key = spy.create_key(&app).await.unwrap();
+        spy.hide(&key.key);
+        let cache = KeyCache::new(spy.clone());
+        assert!(cache.get(&key.key).await.unwrap().is_none());
+        assert!(cache.get(&key.key).await.unwrap().is_none());
+        assert_eq!(spy.reads(), 1, "{how}: the miss is remembered");
+        spy.show(&key.key);
+        announce(&cache, &app, &key.key);
+        let got = cache.get(&key.key).await.unwrap();
+        assert_eq!(got.map(|k| k.app.clone()), Some(app), "{how}");
+        assert_eq!(spy.reads(), 2, "{how}");
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_creation_racing_a_miss_is_not_hidden_by_it() {
+    let (_dir, spy, app) = setup().await;
+    let key = spy.create_key(&app).await.unwrap();
+    spy.hide(&key.key);
+    let cache = Arc::new(KeyCache::new(spy.clone()));
+    // The read finds nothing; before it returns, the key is created and announced.
+    let (creator, cache2, id) = (spy.clone(), Arc::clone(&cache), key.key.clone());
+    *spy.after_read.lock().unwrap() = Some(HookBox(Box::new(move || {
+        creator.show(&id);
+        cache2.apply(&RegistryChange::KeyCreated { app, key: id });
+    })));
+    assert!(cache.get(&key.key).await.unwrap().is_none(), "read before");
+    // The miss was not recorded: the next request reads the key.
+    assert!(cache.get(&key.key).await.unwrap().is_some());
+    assert_eq!(spy.reads(), 2);
+}
+
+#[tokio::test]
+async fn remembered_misses_are_bounded() {
+    let (_dir, spy, _app) = setup().await;
+    let cache = KeyCache::new(spy.clone());
+    for i in 0..=MISSING_CAPACITY {
+        let id: KeyId = format!("qk_missing_{i}").parse().unwrap();
+        assert!(cache.get(&id).await.unwrap().is_none());
+        let remembered = cache.missing.lock().unwrap().len();
+        assert!(remembered <= MISSING_CAPACITY, "{remembered} misses kept");
+    }
+    assert_eq!(spy.reads(), MISSING_CAPACITY + 1);
+    // The newest miss survived emptying the full set.
+    let newest: KeyId = format!("qk_missing_{MISSING_CAPACITY}").parse().unwrap();
+    assert!(cache.get(&newest).await.unwrap().is_none());
+    assert_eq!(spy.reads(), MISSING_CAPACITY + 1);
+}
+
+#[tokio::test]
+async fn a_resync_forgets_misses() {
+    let (_dir, spy, app) = setup().await;
+    let key = spy.create_key(&app).await.unwrap();
+    spy.hide(&key.key);
+    let cache = KeyCache::new(spy.clone());
+    assert!(cache.get(&key.key).await.unwrap().is_none());
+    // Created elsewhere while this node's feed was down: only a resync tells.
+    spy.show(&key.key);
+    cache.apply(&RegistryChange::Resync);
+    assert!(cache.get(&key.key).await.unwrap().is_some());
+    assert_eq!(spy.reads(), 2);
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

@@ -266,6 +266,8 @@ async fn create_key(
 ) -> ApiResult<Response> {
     let app = app_param(&name)?;
     let key = state.services.registry.create_key(&app).await?;
+    // A registry of one node reports no changes: forget here that the key was missing.
+    state.auth.keys.created(&key.key);
     let cs = ConnectionString::new(&base, &key)?;
     Ok(reply::json(
         StatusCode::CREATED,

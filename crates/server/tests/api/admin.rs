@@ -420,6 +420,35 @@ async fn application_names_are_unique_and_checked() {
     assert_eq!(r.body, error(404, "application \"Nope\" does not exist"));
 }
 
+/// A Host header that makes no URL is the client's mistake (400), not the server's (500),
+/// and creates no key.
+#[tokio::test]
+async fn a_host_header_that_makes_no_url_is_refused() {
+    let s = server().await;
+    account(&s, "acme", "starter").await;
+    app(&s, "shop", "acme").await.expect(201);
+    for host in ["/", "a@b", "x:y"] {
+        let req = s.as_admin(s.request(Method::POST, "/_admin/apps/shop/keys"));
+        let r = s.send(req.header("host", host)).await.expect(400);
+        assert_eq!(
+            r.body,
+            error(
+                400,
+                &format!(
+                    "the Host header \"{host}\" is not a host[:port] to build a URL from: \
+                     send a host name or IP address with an optional port, or set \
+                     --public-url on the server"
+                )
+            )
+        );
+    }
+    let r = s
+        .admin(Method::GET, "/_admin/apps/shop/keys", None)
+        .await
+        .expect(200);
+    assert_eq!(r.body, json!({"ok": true, "keys": []}));
+}
+
 #[tokio::test]
 async fn keys_are_created_listed_revealed_and_revoked() {
     let s = server().await;

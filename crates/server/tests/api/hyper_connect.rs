@@ -5,21 +5,22 @@
 //! The suites are JavaScript files in `compat/hyper-connect/suites/`, one per area; every
 //! file there runs in every form, so a new service's calls are covered by adding its file.
 //! `compat/hyper-connect/install` puts the client in a cache outside the repository.
-//! Without node the tests are skipped with a message, except under CI, where they fail.
+//! Without node the tests are skipped with a message, except under CI or with
+//! `REQUIRE_ENGINES=1` (which `scripts/test` sets), where they fail.
 
 use std::{
     path::{Path, PathBuf},
     process::Stdio,
 };
 
-use quintet_testkit::{AppKey, AuthMode, TestServer};
+use quintet_testkit::{AppKey, AuthMode, TestServer, engines};
 use reqwest::Method;
 
 fn compat_dir() -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR")).join("../../compat/hyper-connect")
 }
 
-/// The installed client's directory, or `None` when node is missing outside CI.
+/// The installed client's directory, or `None` when node is missing and not required.
 fn install() -> Option<PathBuf> {
     let has_node = std::process::Command::new("node")
         .arg("--version")
@@ -28,8 +29,10 @@ fn install() -> Option<PathBuf> {
         .is_ok_and(|s| s.success());
     if !has_node {
         assert!(
-            std::env::var_os("CI").is_none(),
-            "node is required for the hyper-connect suite (scripts/setup installs it)"
+            !node_required(),
+            "node is required for the hyper-connect suite (CI or {}=1; scripts/setup \
+             installs it)",
+            engines::REQUIRE_ENGINES
         );
         eprintln!("skipped: node is not installed, so hyper-connect cannot run");
         return None;
@@ -44,6 +47,13 @@ fn install() -> Option<PathBuf> {
         String::from_utf8_lossy(&out.stderr)
     );
     Some(PathBuf::from(String::from_utf8(out.stdout).unwrap().trim()))
+}
+
+/// Whether a missing node must fail the suite rather than skip it: under CI, and
+/// whenever the engines are required (`scripts/test`, hence `.ci/run`), so the
+/// compatibility suite can never pass by being skipped.
+fn node_required() -> bool {
+    std::env::var_os("CI").is_some() || engines::required()
 }
 
 /// Every suite file, in name order.
