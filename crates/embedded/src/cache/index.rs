@@ -455,7 +455,9 @@ impl Index {
             .enumerate()
         {
             let bytes = key.as_bytes();
-            if !bytes.starts_with(prefix) {
+            if !(bytes.len() >= prefix.len()
+                && quintet_core::cache::glob::same(&bytes[..prefix.len()], prefix))
+            {
                 break;
             }
             if seen == budget.max(1) {
