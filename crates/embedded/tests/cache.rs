@@ -263,6 +263,44 @@ async fn a_bounded_cache_evicts_the_least_recently_used_of_every_instance() {
     c.close().await.unwrap();
 }
 
+/// Without `--cache-max-bytes` nothing is ever evicted: the workload that makes a bounded
+/// cache evict keeps every entry, through reclaim runs, more values than are held in
+/// memory, and a restart.
+#[tokio::test]
+async fn without_a_bound_nothing_is_evicted() {
+    let dir = tempfile::tempdir().unwrap();
+    let clock = Arc::new(ManualClock::new(T0));
+    let c = open(dir.path(), &clock, CacheOptions::default());
+    let inst = fresh(&c).await;
+    // 80 MiB of values: more than the 64 MiB of recently used values held in memory.
+    let n = 80;
+    for i in 0..n {
+        let k = format!("big{i}");
+        c.add(&inst, &key(&k), sized(&k, 1 << 20), None)
+            .await
+            .unwrap();
+        clock.advance(1_000);
+        assert_eq!(c.reap_now().await.unwrap(), 0, "nothing to reclaim");
+    }
+    assert_eq!(c.stats().entries, n);
+    assert!(
+        c.stats().values_in_memory < c.stats().bytes,
+        "some values only on disk"
+    );
+    for i in 0..n {
+        assert!(
+            text(&c, &inst, &format!("big{i}")).await.is_some(),
+            "big{i}"
+        );
+    }
+    c.close().await.unwrap();
+    drop(c);
+    let c = open(dir.path(), &clock, CacheOptions::default());
+    assert_eq!(c.stats().entries, n);
+    assert!(text(&c, &inst, "big0").await.is_some());
+    c.close().await.unwrap();
+}
+
 #[tokio::test]
 async fn a_smaller_bound_after_a_restart_is_reached_in_the_background() {
     let dir = tempfile::tempdir().unwrap();
