@@ -7,6 +7,9 @@
 //! - `d<id>_i<num>`: one table per index, `(k BLOB, id TEXT)` with primary key `(k, id)`,
 //!   `k` the [`keycode`](quintet_core::mango::keycode) encoding of the indexed fields.
 //!
+//! Recently read documents are also held in memory ([`crate::hot_docs`]); writes drop the
+//! ones they change once committed, before they are acknowledged.
+//!
 //! Every write maintains every index of its instance inside the same transaction. The
 //! index definitions are cached twice: for the writer thread (loaded through the writer's
 //! connection, so a write queued right after `create_index` in the same batch sees the new
@@ -41,6 +44,7 @@ use rusqlite::{Connection, OptionalExtension, params, params_from_iter};
 use serde_json::{Value, value::RawValue};
 
 use crate::{
+    hot_docs::HotDocs,
     instance_store::TableLifecycle,
     sqlite::{SqliteDb, SqliteOptions, is_unique_violation, sql_error},
 };
@@ -57,6 +61,7 @@ pub struct SqliteDocStore {
     writer_indexes: Arc<Mutex<HashMap<InstanceId, Arc<Indexes>>>>,
     reader_indexes: Arc<RwLock<HashMap<InstanceId, Arc<Indexes>>>>,
     generation: Arc<AtomicU64>,
+    hot: Arc<HotDocs>,
 }
 
 /// The indexes of one instance: definitions and their tables, in name order.
@@ -98,6 +103,7 @@ impl SqliteDocStore {
             writer_indexes: Arc::default(),
             reader_indexes: Arc::default(),
             generation: Arc::default(),
+            hot: Arc::new(HotDocs::new(crate::hot_docs::HOT_DOCS_BYTES)),
         })
     }
 
@@ -111,34 +117,40 @@ impl SqliteDocStore {
 
     /// Run `f` on the writer with the instance's indexes as the writer sees them. A failed
     /// write forgets the cached indexes, so a cache gone stale heals on the next write.
-    async fn write<T, F>(&self, instance: &Instance, f: F) -> Result<T>
+    /// The documents `changed` are dropped from the held ones once the write committed.
+    async fn write<T, F>(&self, instance: &Instance, changed: Vec<String>, f: F) -> Result<T>
     where
         T: Send + 'static,
         F: FnOnce(&Connection, &str, &Indexes) -> Result<T> + Send + 'static,
     {
         let (id, table) = (instance.id, self.table(instance));
         let cache = Arc::clone(&self.writer_indexes);
+        let hot = Arc::clone(&self.hot);
+        let forget = move || hot.invalidate(id, changed.iter().map(String::as_str));
         self.db()
-            .write(move |c| {
-                let cached = cache.lock().ok().and_then(|m| m.get(&id).cloned());
-                let indexes = match cached {
-                    Some(i) => i,
-                    None => {
-                        let loaded = Arc::new(load_indexes(c, &table)?);
-                        if let Ok(mut m) = cache.lock() {
-                            m.insert(id, Arc::clone(&loaded));
+            .write_then(
+                move |c| {
+                    let cached = cache.lock().ok().and_then(|m| m.get(&id).cloned());
+                    let indexes = match cached {
+                        Some(i) => i,
+                        None => {
+                            let loaded = Arc::new(load_indexes(c, &table)?);
+                            if let Ok(mut m) = cache.lock() {
+                                m.insert(id, Arc::clone(&loaded));
+                            }
+                            loaded
                         }
-                        loaded
+                    };
+                    let out = f(c, &table, &indexes);
+                    if out.is_err()
+                        && let Ok(mut m) = cache.lock()
+                    {
+                        m.remove(&id);
                     }
-                };
-                let out = f(c, &table, &indexes);
-                if out.is_err()
-                    && let Ok(mut m) = cache.lock()
-                {
-                    m.remove(&id);
-                }
-                out
-            })
+                    out
+                },
+                forget,
+            )
             .await
     }
 
@@ -293,7 +305,8 @@ impl DocStore for SqliteDocStore {
         let text = stored_text(&id, doc)?;
         let name = instance.name.clone();
         let key = id.clone();
-        self.write(instance, move |c, table, idx| {
+        // A new document was held by no one: nothing to forget.
+        self.write(instance, Vec::new(), move |c, table, idx| {
             c.prepare_cached(&format!(
                 "INSERT INTO \"{table}\" (id, body) VALUES (?1, ?2)"
             ))
@@ -315,46 +328,62 @@ impl DocStore for SqliteDocStore {
     }
 
     async fn get(&self, instance: &Instance, id: &DocId) -> Result<Option<RawJson>> {
+        let miss = match self.hot.get(instance.id, id.as_str()) {
+            Ok(doc) => return Ok(Some(doc)),
+            Err(miss) => miss,
+        };
         let table = self.table(instance);
         let text = self
             .db()
             .read_now(|c| stored_body(c, &table, id.as_str()))?;
-        text.map(raw).transpose()
+        let doc = text.map(raw).transpose()?;
+        if let Some(doc) = &doc {
+            self.hot.fill(instance.id, id.as_str(), doc, miss);
+        }
+        Ok(doc)
     }
 
     async fn replace(&self, instance: &Instance, id: &DocId, doc: Document) -> Result<()> {
         let text = stored_text(id, doc)?;
         let not_found = missing(instance, id);
         let key = id.clone();
-        self.write(instance, move |c, table, idx| {
-            if !idx.defs.is_empty() {
-                let Some(old) = stored_body(c, table, key.as_str())? else {
+        self.write(
+            instance,
+            vec![id.as_str().to_owned()],
+            move |c, table, idx| {
+                if !idx.defs.is_empty() {
+                    let Some(old) = stored_body(c, table, key.as_str())? else {
+                        return Err(not_found);
+                    };
+                    remove_keys(c, idx, key.as_str(), &old)?;
+                }
+                let n = c
+                    .prepare_cached(&format!("UPDATE \"{table}\" SET body = ?2 WHERE id = ?1"))
+                    .and_then(|mut s| s.execute(params![key.as_str(), text]))
+                    .map_err(sql_error)?;
+                if n == 0 {
                     return Err(not_found);
-                };
-                remove_keys(c, idx, key.as_str(), &old)?;
-            }
-            let n = c
-                .prepare_cached(&format!("UPDATE \"{table}\" SET body = ?2 WHERE id = ?1"))
-                .and_then(|mut s| s.execute(params![key.as_str(), text]))
-                .map_err(sql_error)?;
-            if n == 0 {
-                return Err(not_found);
-            }
-            add_keys(c, idx, key.as_str(), &text)
-        })
+                }
+                add_keys(c, idx, key.as_str(), &text)
+            },
+        )
         .await
     }
 
     async fn remove(&self, instance: &Instance, id: &DocId) -> Result<()> {
         let not_found = missing(instance, id);
         let key = id.clone();
-        self.write(instance, move |c, table, idx| {
-            if delete_doc(c, table, idx, key.as_str())? {
-                Ok(())
-            } else {
-                Err(not_found)
-            }
-        })
+        self.write(
+            instance,
+            vec![id.as_str().to_owned()],
+            move |c, table, idx| {
+                if delete_doc(c, table, idx, key.as_str())? {
+                    Ok(())
+                } else {
+                    Err(not_found)
+                }
+            },
+        )
         .await
     }
 
@@ -368,7 +397,14 @@ impl DocStore for SqliteDocStore {
             })
             .collect();
         let name = instance.name.clone();
-        self.write(instance, move |c, table, idx| {
+        let changed = prepared
+            .iter()
+            .filter_map(|p| match p {
+                Prepared::Put { id, .. } | Prepared::Delete { id } => Some(id.as_str().to_owned()),
+                Prepared::Done(_) => None,
+            })
+            .collect();
+        self.write(instance, changed, move |c, table, idx| {
             let mut out = Vec::with_capacity(prepared.len());
             // Prepared once for the whole batch, not looked up per document.
             let mut upsert = c.prepare_cached(&upsert_sql(table)).map_err(sql_error)?;
@@ -499,7 +535,7 @@ impl DocStore for SqliteDocStore {
         let cache = Arc::clone(&self.writer_indexes);
         let id = instance.id;
         let created = self
-            .write(instance, move |c, table, _| {
+            .write(instance, Vec::new(), move |c, table, _| {
                 let meta = format!("{table}_ix");
                 let existing: Option<String> = c
                     .prepare_cached(&format!("SELECT def FROM \"{meta}\" WHERE name = ?1"))
@@ -680,6 +716,7 @@ impl Lifecycle for SqliteDocStore {
     async fn drop_instance(&self, instance: &Instance) -> Result<()> {
         self.tables.drop(instance.id).await?;
         self.forget_indexes(instance.id);
+        self.hot.forget_instance(instance.id);
         Ok(())
     }
 

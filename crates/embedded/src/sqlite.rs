@@ -76,9 +76,13 @@ trait Job: Send {
 
 type WriteJob = Box<dyn Job>;
 
+/// What to do once a write's batch committed (or failed), before its caller is answered.
+type AfterCommit = Box<dyn FnOnce() + Send>;
+
 struct TypedJob<T, F> {
     f: F,
     reply: oneshot::Sender<Result<T>>,
+    after: Option<AfterCommit>,
 }
 
 impl<T, F> Job for TypedJob<T, F>
@@ -87,19 +91,25 @@ where
     F: FnOnce(&Connection) -> Result<T> + Send + 'static,
 {
     fn run(self: Box<Self>, conn: &Connection) -> (bool, Deliver) {
-        let Self { f, reply } = *self;
+        let Self { f, reply, after } = *self;
         let outcome = match catch_unwind(AssertUnwindSafe(|| f(conn))) {
             Ok(r) => r,
             Err(_) => Err(Error::internal("a write panicked; it was rolled back")),
         };
         let ok = outcome.is_ok();
         let deliver: Deliver = Box::new(move |commit: Result<()>| {
+            if let Some(after) = after {
+                after();
+            }
             let _ = reply.send(commit.and(outcome));
         });
         (ok, deliver)
     }
 
     fn fail(self: Box<Self>, err: Error) {
+        if let Some(after) = self.after {
+            after();
+        }
         let _ = self.reply.send(Err(err));
     }
 }
@@ -182,12 +192,32 @@ impl SqliteDb {
         T: Send + 'static,
         F: FnOnce(&Connection) -> Result<T> + Send + 'static,
     {
+        self.submit(f, None).await
+    }
+
+    /// Like [`SqliteDb::write`], and `after_commit` runs once the batch committed (or
+    /// failed) and before the caller is answered, even when the caller stopped waiting:
+    /// for caches of what the write changes, which must drop an entry only once no reader
+    /// can see the old rows any more.
+    pub async fn write_then<T, F, A>(&self, f: F, after_commit: A) -> Result<T>
+    where
+        T: Send + 'static,
+        F: FnOnce(&Connection) -> Result<T> + Send + 'static,
+        A: FnOnce() + Send + 'static,
+    {
+        self.submit(f, Some(Box::new(after_commit))).await
+    }
+
+    async fn submit<T, F>(&self, f: F, after: Option<AfterCommit>) -> Result<T>
+    where
+        T: Send + 'static,
+        F: FnOnce(&Connection) -> Result<T> + Send + 'static,
+    {
         let (reply, rx) = oneshot::channel::<Result<T>>();
-        let job: WriteJob = Box::new(TypedJob { f, reply });
-        self.inner
-            .writer
-            .send(Msg::Write(job))
-            .map_err(|_| closed())?;
+        let job: WriteJob = Box::new(TypedJob { f, reply, after });
+        if let Err(mpsc::SendError(Msg::Write(job))) = self.inner.writer.send(Msg::Write(job)) {
+            job.fail(closed());
+        }
         rx.await.map_err(|_| closed())?
     }
 

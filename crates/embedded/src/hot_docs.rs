@@ -1,0 +1,225 @@
+//! Recently read documents, held in memory so that reading a popular document again
+//! touches no SQLite page: a read transaction in WAL mode (locks of the shared index,
+//! the B-tree walk, the statement reset) was the largest part of `GET /data/<d>/<id>`.
+//!
+//! Bounded by bytes, oldest fill evicted first. Only reads fill it; writes empty the
+//! entries of the documents they changed once their batch committed (see
+//! [`crate::sqlite::SqliteDb::write_then`]), before they are acknowledged.
+//!
+//! **Why a read never leaves an old version behind.** A reader notes the epoch before it
+//! reads SQLite and fills only if no write was acknowledged since (every invalidation
+//! bumps the epoch). A reader that read the old rows before a commit therefore either
+//! fills before that write's invalidation, which then removes the entry, or finds the
+//! epoch moved and does not fill. Between a commit and its invalidation a reader may still
+//! get the old version, which is fine: the write is not acknowledged yet.
+
+use std::{
+    collections::{HashMap, VecDeque},
+    sync::{Mutex, MutexGuard},
+};
+
+use quintet_core::{InstanceId, ports::data::RawJson};
+
+/// Bytes of documents held at most (documents of every instance together).
+pub const HOT_DOCS_BYTES: usize = 32 << 20;
+
+/// Documents larger than this are not held: they are rarely the hot ones, and each would
+/// push out many small ones.
+pub const HOT_DOC_MAX_BYTES: usize = 64 << 10;
+
+/// Per-entry bookkeeping beyond the id and the text, roughly.
+const ENTRY_OVERHEAD: usize = 64;
+
+type Key = (InstanceId, Box<str>);
+
+#[derive(Debug, Default)]
+struct State {
+    /// Per instance, so a lookup borrows the id instead of building a key.
+    docs: HashMap<InstanceId, HashMap<Box<str>, RawJson>>,
+    /// Keys in fill order; may hold keys since removed (skipped when evicting).
+    order: VecDeque<Key>,
+    bytes: usize,
+    epoch: u64,
+}
+
+impl State {
+    fn remove(&mut self, instance: InstanceId, id: &str) {
+        let Some(docs) = self.docs.get_mut(&instance) else {
+            return;
+        };
+        if let Some(gone) = docs.remove(id) {
+            self.bytes -= cost(id, &gone);
+        }
+        if docs.is_empty() {
+            self.docs.remove(&instance);
+        }
+    }
+}
+
+/// The cache: see the module documentation.
+#[derive(Debug)]
+pub struct HotDocs {
+    state: Mutex<State>,
+    budget: usize,
+}
+
+/// A cache miss: the epoch to hand back to [`HotDocs::fill`].
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Miss(u64);
+
+fn cost(id: &str, doc: &RawJson) -> usize {
+    id.len() + doc.get().len() + ENTRY_OVERHEAD
+}
+
+impl HotDocs {
+    /// A cache holding at most `budget` bytes.
+    pub fn new(budget: usize) -> Self {
+        Self {
+            state: Mutex::default(),
+            budget,
+        }
+    }
+
+    fn lock(&self) -> MutexGuard<'_, State> {
+        // Every change leaves the state consistent, so a poisoned lock is still usable.
+        self.state.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
+    /// The held document, or the epoch a fill after reading SQLite must present.
+    pub fn get(&self, instance: InstanceId, id: &str) -> Result<RawJson, Miss> {
+        let state = self.lock();
+        match state.docs.get(&instance).and_then(|docs| docs.get(id)) {
+            Some(doc) => Ok(doc.clone()),
+            None => Err(Miss(state.epoch)),
+        }
+    }
+
+    /// Hold `doc`, read from SQLite after `miss`, unless a write was acknowledged since.
+    pub fn fill(&self, instance: InstanceId, id: &str, doc: &RawJson, miss: Miss) {
+        let size = cost(id, doc);
+        if doc.get().len() > HOT_DOC_MAX_BYTES || size > self.budget {
+            return;
+        }
+        let mut state = self.lock();
+        if state.epoch != miss.0 {
+            return;
+        }
+        let old = state
+            .docs
+            .entry(instance)
+            .or_default()
+            .insert(Box::from(id), doc.clone());
+        if let Some(old) = old {
+            state.bytes -= cost(id, &old);
+        }
+        state.bytes += size;
+        state.order.push_back((instance, Box::from(id)));
+        while state.bytes > self.budget {
+            let Some((inst, oldest)) = state.order.pop_front() else {
+                break;
+            };
+            state.remove(inst, &oldest);
+        }
+        // Keys removed by writes linger in the order; drop them before they outnumber
+        // the held ones.
+        let held: usize = state.docs.values().map(HashMap::len).sum();
+        if state.order.len() > 2 * held + 1024 {
+            let State { docs, order, .. } = &mut *state;
+            order.retain(|(i, k)| docs.get(i).is_some_and(|d| d.contains_key(k)));
+        }
+    }
+
+    /// Forget the documents `ids` of `instance` (a write changed them).
+    pub fn invalidate<'a>(&self, instance: InstanceId, ids: impl IntoIterator<Item = &'a str>) {
+        let mut state = self.lock();
+        state.epoch += 1;
+        for id in ids {
+            state.remove(instance, id);
+        }
+    }
+
+    /// Forget every document of `instance` (it was dropped).
+    pub fn forget_instance(&self, instance: InstanceId) {
+        let mut state = self.lock();
+        state.epoch += 1;
+        if let Some(docs) = state.docs.remove(&instance) {
+            let freed: usize = docs.iter().map(|(id, doc)| cost(id, doc)).sum();
+            state.bytes -= freed;
+        }
+    }
+
+    /// Bytes held.
+    pub fn bytes(&self) -> usize {
+        self.lock().bytes
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use serde_json::value::RawValue;
+
+    use super::*;
+
+    fn doc(text: &str) -> RawJson {
+        RawValue::from_string(text.to_owned()).unwrap()
+    }
+
+    const A: InstanceId = InstanceId(1);
+    const B: InstanceId = InstanceId(2);
+
+    #[test]
+    fn a_fill_is_read_back_until_a_write_invalidates_it() {
+        let hot = HotDocs::new(1 << 20);
+        let miss = hot.get(A, "x").unwrap_err();
+        hot.fill(A, "x", &doc(r#"{"_id":"x","v":1}"#), miss);
+        assert_eq!(hot.get(A, "x").unwrap().get(), r#"{"_id":"x","v":1}"#);
+        assert!(hot.get(B, "x").is_err(), "instances are apart");
+        hot.invalidate(A, ["x"]);
+        assert!(hot.get(A, "x").is_err());
+        assert_eq!(hot.bytes(), 0);
+    }
+
+    #[test]
+    fn a_read_overtaken_by_a_write_does_not_fill() {
+        let hot = HotDocs::new(1 << 20);
+        // The reader notes the epoch, reads the old rows; meanwhile a write of another
+        // document, or of this one, is acknowledged.
+        let miss = hot.get(A, "x").unwrap_err();
+        hot.invalidate(A, ["y"]);
+        hot.fill(A, "x", &doc(r#"{"_id":"x","v":"old"}"#), miss);
+        assert!(hot.get(A, "x").is_err());
+    }
+
+    #[test]
+    fn the_budget_evicts_the_oldest_fills() {
+        let d = doc(&format!(r#"{{"_id":"k","p":"{}"}}"#, "x".repeat(100)));
+        let per = cost("k0", &d);
+        let hot = HotDocs::new(per * 3);
+        for k in ["k0", "k1", "k2", "k3"] {
+            let miss = hot.get(A, k).unwrap_err();
+            hot.fill(A, k, &d, miss);
+        }
+        assert!(hot.get(A, "k0").is_err(), "the oldest went");
+        for k in ["k1", "k2", "k3"] {
+            assert!(hot.get(A, k).is_ok(), "{k}");
+        }
+        assert_eq!(hot.bytes(), per * 3);
+        let big = doc(&format!(r#"{{"p":"{}"}}"#, "x".repeat(HOT_DOC_MAX_BYTES)));
+        let miss = hot.get(A, "big").unwrap_err();
+        hot.fill(A, "big", &big, miss);
+        assert!(hot.get(A, "big").is_err(), "large documents are not held");
+    }
+
+    #[test]
+    fn dropping_an_instance_forgets_its_documents_only() {
+        let hot = HotDocs::new(1 << 20);
+        for inst in [A, B] {
+            let miss = hot.get(inst, "x").unwrap_err();
+            hot.fill(inst, "x", &doc("{}"), miss);
+        }
+        hot.forget_instance(A);
+        assert!(hot.get(A, "x").is_err());
+        assert!(hot.get(B, "x").is_ok());
+        assert_eq!(hot.bytes(), cost("x", &doc("{}")));
+    }
+}
