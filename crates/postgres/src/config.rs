@@ -28,12 +28,15 @@ pub struct PgConfig {
 }
 
 impl PgConfig {
-    /// Settings for `url` with the default pool size and timeout; [`Error::Invalid`] when
-    /// `url` is not a PostgreSQL URL quintet can use.
+    /// Settings for `url` with the default timeout, and the pool size its `pool_size`
+    /// parameter gives (quintet's own; not passed to PostgreSQL), else
+    /// [`DEFAULT_POOL_SIZE`]; [`Error::Invalid`] when `url` is not a PostgreSQL URL quintet
+    /// can use.
     pub fn new(url: &str) -> Result<Self> {
+        let (_, pool_size) = split_pool_size(url)?;
         let config = Self {
             url: url.to_owned(),
-            pool_size: DEFAULT_POOL_SIZE,
+            pool_size: pool_size.unwrap_or(DEFAULT_POOL_SIZE),
             connect_timeout: DEFAULT_CONNECT_TIMEOUT,
         };
         config.client_config()?;
@@ -58,7 +61,8 @@ impl PgConfig {
                 "\"{shown}\" is not a PostgreSQL URL: write postgres://user@host:5432/database"
             )));
         }
-        let mut config = tokio_postgres::Config::from_str(&self.url)
+        let (url, _) = split_pool_size(&self.url)?;
+        let mut config = tokio_postgres::Config::from_str(&url)
             .map_err(|e| Error::invalid(format!("PostgreSQL URL \"{shown}\" is not valid: {e}")))?;
         if config.get_ssl_mode() == SslMode::Require {
             return Err(Error::invalid(format!(
@@ -90,6 +94,41 @@ impl fmt::Debug for PgConfig {
             .field("connect_timeout", &self.connect_timeout)
             .finish()
     }
+}
+
+/// Most connections a pool may be given.
+const MAX_POOL_SIZE: usize = 1024;
+
+/// `url` without its `pool_size` parameter, and that parameter's value.
+fn split_pool_size(url: &str) -> Result<(String, Option<usize>)> {
+    let Some((base, query)) = url.split_once('?') else {
+        return Ok((url.to_owned(), None));
+    };
+    let mut size = None;
+    let mut kept = Vec::new();
+    for param in query.split('&') {
+        match param.split_once('=') {
+            Some(("pool_size", v)) => {
+                let n = v
+                    .parse::<usize>()
+                    .ok()
+                    .filter(|n| (1..=MAX_POOL_SIZE).contains(n));
+                size = Some(n.ok_or_else(|| {
+                    Error::invalid(format!(
+                        "pool_size={v} in the PostgreSQL URL is not valid: use a number of \
+                         connections from 1 to {MAX_POOL_SIZE}"
+                    ))
+                })?);
+            }
+            _ => kept.push(param),
+        }
+    }
+    let url = if kept.is_empty() {
+        base.to_owned()
+    } else {
+        format!("{base}?{}", kept.join("&"))
+    };
+    Ok((url, size))
 }
 
 /// `url` with the password of its user part, and a `password` parameter, hidden.
@@ -141,6 +180,22 @@ mod tests {
         ];
         for (url, shown) in cases {
             assert_eq!(redact(url), shown, "{url}");
+        }
+    }
+
+    #[test]
+    fn the_pool_size_is_a_parameter_of_the_url() {
+        let c = PgConfig::new("postgres://u@h/db?pool_size=32&options=-c%20x%3Dy").unwrap();
+        assert_eq!(c.pool_size, 32);
+        let client = c.client_config().unwrap();
+        assert_eq!(client.get_options(), Some("-c x=y"));
+        assert_eq!(
+            PgConfig::new("postgres://u@h/db").unwrap().pool_size,
+            DEFAULT_POOL_SIZE
+        );
+        for bad in ["0", "-1", "many", "100000"] {
+            let err = PgConfig::new(&format!("postgres://u@h/db?pool_size={bad}")).unwrap_err();
+            assert!(err.to_string().contains("pool_size"), "{err}");
         }
     }
 
