@@ -18,7 +18,7 @@ pub mod tokenize;
 pub mod typo;
 
 pub use document::{BulkReject, SearchDoc, SearchKey};
-pub use query::{Expansion, Explained, QueryPlan, QueryWord, SearchMatch, SearchQuery};
+pub use query::{Expansion, Explained, Explainer, QueryPlan, QueryWord, SearchMatch, SearchQuery};
 pub use typo::MatchKind;
 
 use crate::Error;
