@@ -1,0 +1,212 @@
+//! A harness for the cost of search queries, without HTTP: it builds the benchmark's corpus
+//! (`bench/src/scenarios/search.rs`, same generator and seed) into an index on disk once,
+//! then answers the benchmark's one-typo queries against it, serializing each answer as
+//! the HTTP route does. Run it under `valgrind --tool=callgrind` to count instructions per
+//! query, which two busy cores cannot time reliably.
+//!
+//! ```text
+//! search_queries build <dir>                      # 100,000 documents, merged
+//! search_queries query <dir> [limit] [count]      # answer `count` queries, report the time
+//! search_queries dump <dir> [limit] > answers     # every answer, to compare two versions
+//! ```
+
+#![allow(clippy::unwrap_used, clippy::expect_used, missing_docs)]
+
+use std::{io::Write, path::Path, time::Instant};
+
+use quintet_core::{
+    AppName, Instance, InstanceConfig, InstanceId,
+    ports::{
+        Lifecycle,
+        search::{SearchConfig, SearchIndex},
+    },
+    search::{SearchDoc, SearchQuery},
+};
+use quintet_embedded::search::TantivySearchIndex;
+use serde_json::{Value, json};
+
+const DOCS: usize = 100_000;
+const BULK: usize = 5_000;
+
+/// The benchmark's generator (xorshift64*).
+struct Rng(u64);
+
+impl Rng {
+    fn next(&mut self) -> u64 {
+        self.0 ^= self.0 >> 12;
+        self.0 ^= self.0 << 25;
+        self.0 ^= self.0 >> 27;
+        self.0.wrapping_mul(0x2545_F491_4F6C_DD1D)
+    }
+
+    fn below(&mut self, n: usize) -> usize {
+        (self.next() % n as u64) as usize
+    }
+
+    fn skewed(&mut self, n: usize) -> usize {
+        let u = (self.next() >> 11) as f64 / (1u64 << 53) as f64;
+        ((n as f64) * u.powi(3)) as usize % n
+    }
+}
+
+fn vocabulary(rng: &mut Rng, size: usize) -> Vec<String> {
+    const ONSETS: [&str; 16] = [
+        "b", "c", "d", "f", "g", "k", "l", "m", "n", "p", "r", "s", "t", "v", "br", "st",
+    ];
+    const VOWELS: [&str; 6] = ["a", "e", "i", "o", "u", "ai"];
+    let mut seen = std::collections::HashSet::new();
+    let mut words = Vec::with_capacity(size);
+    while words.len() < size {
+        let syllables = 2 + rng.below(3);
+        let mut w = String::new();
+        for _ in 0..syllables {
+            w.push_str(ONSETS[rng.below(ONSETS.len())]);
+            w.push_str(VOWELS[rng.below(VOWELS.len())]);
+        }
+        if rng.below(3) == 0 {
+            w.push_str(["n", "r", "s", "l"][rng.below(4)]);
+        }
+        if seen.insert(w.clone()) {
+            words.push(w);
+        }
+    }
+    words
+}
+
+/// The benchmark's documents and queries.
+fn corpus() -> (Vec<Value>, Vec<String>) {
+    let mut rng = Rng(0x9E37_79B9_7F4A_7C15);
+    let vocab = vocabulary(&mut rng, 20_000);
+    let phrase = |rng: &mut Rng, lo: usize, hi: usize| -> String {
+        let n = lo + rng.below(hi - lo + 1);
+        (0..n)
+            .map(|_| vocab[rng.skewed(vocab.len())].as_str())
+            .collect::<Vec<_>>()
+            .join(" ")
+    };
+    let docs = (0..DOCS)
+        .map(|i| {
+            let title = phrase(&mut rng, 2, 4);
+            let body = format!("{}.", phrase(&mut rng, 8, 14));
+            json!({"_id": format!("d{i}"), "title": title, "body": body})
+        })
+        .collect();
+    let queries = (0..2_000)
+        .map(|_| {
+            let word = loop {
+                let w = &vocab[rng.skewed(2_000)];
+                if w.chars().count() >= 6 {
+                    break w.clone();
+                }
+            };
+            let mut chars: Vec<char> = word.chars().collect();
+            let at = 1 + rng.below(chars.len() - 2);
+            match rng.below(3) {
+                0 if chars[at] != chars[at + 1] => chars.swap(at, at + 1),
+                0 | 1 => chars[at] = if chars[at] == 'e' { 'a' } else { 'e' },
+                _ => {
+                    chars.remove(at);
+                }
+            }
+            let typo: String = chars.into_iter().collect();
+            if rng.below(2) == 0 {
+                format!("{} {typo}", vocab[rng.skewed(vocab.len())])
+            } else {
+                typo
+            }
+        })
+        .collect();
+    (docs, queries)
+}
+
+fn config() -> SearchConfig {
+    SearchConfig {
+        fields: vec!["title".into(), "body".into()],
+        store_fields: vec!["title".into()],
+    }
+}
+
+fn instance() -> Instance {
+    Instance {
+        id: InstanceId(1),
+        app: AppName::domain(),
+        name: "typo".parse().unwrap(),
+        config: InstanceConfig::Search(config()),
+        created_ms: 0,
+    }
+}
+
+/// The HTTP route's answer body for `query`.
+async fn answer(index: &TantivySearchIndex, inst: &Instance, query: &SearchQuery) -> String {
+    let matches = index.query(inst, query).await.unwrap();
+    format!(
+        r#"{{"ok":true,"matches":{}}}"#,
+        serde_json::to_string(&matches).unwrap()
+    )
+}
+
+fn parse(q: &str, limit: Option<usize>) -> SearchQuery {
+    let body = match limit {
+        Some(limit) => json!({"query": q, "limit": limit}),
+        None => json!({"query": q}),
+    };
+    SearchQuery::from_json(&body, &config()).unwrap()
+}
+
+#[tokio::main(flavor = "current_thread")]
+async fn main() {
+    let args: Vec<String> = std::env::args().collect();
+    let (mode, dir) = (args[1].as_str(), Path::new(&args[2]));
+    let limit: Option<usize> = args
+        .get(3)
+        .filter(|l| *l != "default")
+        .map(|l| l.parse().unwrap());
+    let (docs, queries) = corpus();
+    let inst = instance();
+    let index = TantivySearchIndex::open(dir).unwrap();
+    match mode {
+        "build" => {
+            index.create_instance(&inst).await.unwrap();
+            let t = Instant::now();
+            for chunk in docs.chunks(BULK) {
+                let docs = chunk
+                    .iter()
+                    .map(|d| SearchDoc::from_bulk_entry(d.clone(), &config()).unwrap())
+                    .collect();
+                index.bulk(&inst, docs).await.unwrap();
+            }
+            eprintln!("indexed {DOCS} documents in {:?}", t.elapsed());
+            // Let the background merges the bulk load started finish, as the bench does.
+            tokio::time::sleep(std::time::Duration::from_secs(20)).await;
+            index.close().await.unwrap();
+        }
+        "query" => {
+            let count: usize = args.get(4).map_or(queries.len(), |c| c.parse().unwrap());
+            // One query first, so that the merged vocabulary is built outside the count.
+            answer(&index, &inst, &parse(&queries[0], limit)).await;
+            let t = Instant::now();
+            let mut bytes = 0;
+            for q in queries.iter().cycle().take(count) {
+                bytes += answer(&index, &inst, &parse(q, limit)).await.len();
+            }
+            let e = t.elapsed();
+            eprintln!(
+                "{count} queries in {e:?}: {:?} per query, {} bytes per answer",
+                e / count as u32,
+                bytes / count
+            );
+        }
+        "dump" => {
+            let mut out = std::io::stdout().lock();
+            for q in &queries {
+                writeln!(
+                    out,
+                    "{q}\t{}",
+                    answer(&index, &inst, &parse(q, limit)).await
+                )
+                .unwrap();
+            }
+        }
+        other => panic!("unknown mode {other}"),
+    }
+}
