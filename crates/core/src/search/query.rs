@@ -1,7 +1,10 @@
 //! Queries: the request body, the words a query text is searched as, the terms each word
 //! expands to, and why a document matched.
 
-use std::collections::{HashMap, HashSet};
+use std::{
+    collections::{HashMap, HashSet},
+    sync::Arc,
+};
 
 use serde::{Serialize, Serializer, ser::SerializeMap};
 use serde_json::{Map, Value};
@@ -378,7 +381,9 @@ pub struct SearchMatch {
     /// Relevance; higher is better. Comparable only within one answer.
     pub score: f64,
     /// Why it matched.
-    pub explained: Explained,
+    /// Why it matched; shared by the matches of an answer that match alike (most do: a
+    /// one-word query's matches usually hold the same term in the same fields).
+    pub explained: Arc<Explained>,
     /// The configured stored fields the document has, in configured order.
     pub stored: Document,
 }
@@ -400,7 +405,7 @@ impl SearchMatch {
         Self {
             id: key,
             score,
-            explained,
+            explained: Arc::new(explained),
             stored,
         }
     }
@@ -755,11 +760,11 @@ mod tests {
         let m = |id: &str, words, tiers, score| SearchMatch {
             id: id.into(),
             score,
-            explained: Explained {
+            explained: Arc::new(Explained {
                 words,
                 tiers,
                 ..Explained::default()
-            },
+            }),
             stored: Map::new(),
         };
         let mut v = vec![
