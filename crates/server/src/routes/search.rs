@@ -201,14 +201,19 @@ async fn query(
 ) -> ApiResult<Response> {
     let query = SearchQuery::from_json(&body, config(&inst)?)?;
     let matches = state.services.search.query(&inst, &query).await?;
-    Ok(reply::json(
+    Ok(reply::json_with_capacity(
         StatusCode::OK,
         &Answer {
             ok: true,
             matches: &matches,
         },
+        ANSWER_BYTES_PER_MATCH * (matches.len() + 1),
     ))
 }
+
+/// About what a match takes in an answer without stored fields (a short id, the score, a
+/// term or two), so that most answers are written without growing their buffer.
+const ANSWER_BYTES_PER_MATCH: usize = 256;
 
 /// The answer to a query, serialized without building a JSON value per match (see
 /// `SearchMatch`'s `Serialize`).
