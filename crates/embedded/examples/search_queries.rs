@@ -8,6 +8,7 @@
 //! search_queries build <dir>                      # 100,000 documents, merged
 //! search_queries query <dir> [limit] [count]      # answer `count` queries, report the time
 //! search_queries dump <dir> [limit] > answers     # every answer, to compare two versions
+//! search_queries cpu <dir> [limit] [count]        # 16 at a time: CPU time per query
 //! ```
 
 #![allow(clippy::unwrap_used, clippy::expect_used, missing_docs)]
@@ -139,10 +140,11 @@ fn instance() -> Instance {
 /// The HTTP route's answer body for `query`.
 async fn answer(index: &TantivySearchIndex, inst: &Instance, query: &SearchQuery) -> String {
     let matches = index.query(inst, query).await.unwrap();
-    format!(
-        r#"{{"ok":true,"matches":{}}}"#,
-        serde_json::to_string(&matches).unwrap()
-    )
+    let mut out = Vec::with_capacity(256 * (matches.len() + 1));
+    out.extend_from_slice(br#"{"ok":true,"matches":"#);
+    serde_json::to_writer(&mut out, &matches).unwrap();
+    out.push(b'}');
+    String::from_utf8(out).unwrap()
 }
 
 fn parse(q: &str, limit: Option<usize>) -> SearchQuery {
@@ -153,7 +155,18 @@ fn parse(q: &str, limit: Option<usize>) -> SearchQuery {
     SearchQuery::from_json(&body, &config()).unwrap()
 }
 
-#[tokio::main(flavor = "current_thread")]
+/// User + system CPU time of this process so far (Linux), in seconds.
+fn cpu_seconds() -> f64 {
+    let stat = std::fs::read_to_string("/proc/self/stat").unwrap();
+    // Fields after the command name, which is in parentheses: utime and stime are the
+    // 12th and 13th, in clock ticks (100 per second).
+    let rest = &stat[stat.rfind(')').unwrap() + 2..];
+    let fields: Vec<&str> = rest.split(' ').collect();
+    let ticks: u64 = fields[11].parse::<u64>().unwrap() + fields[12].parse::<u64>().unwrap();
+    ticks as f64 / 100.0
+}
+
+#[tokio::main(flavor = "multi_thread", worker_threads = 2)]
 async fn main() {
     let args: Vec<String> = std::env::args().collect();
     let (mode, dir) = (args[1].as_str(), Path::new(&args[2]));
@@ -194,6 +207,38 @@ async fn main() {
                 "{count} queries in {e:?}: {:?} per query, {} bytes per answer",
                 e / count as u32,
                 bytes / count
+            );
+        }
+        "cpu" => {
+            let count: usize = args.get(4).map_or(queries.len(), |c| c.parse().unwrap());
+            answer(&index, &inst, &parse(&queries[0], limit)).await;
+            let (wall, cpu) = (Instant::now(), cpu_seconds());
+            let next = std::sync::Arc::new(std::sync::atomic::AtomicUsize::new(0));
+            let queries = std::sync::Arc::new(queries);
+            let tasks: Vec<_> = (0..16)
+                .map(|_| {
+                    let (index, inst) = (index.clone(), inst.clone());
+                    let (next, queries) = (next.clone(), queries.clone());
+                    tokio::spawn(async move {
+                        loop {
+                            let i = next.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+                            if i >= count {
+                                return;
+                            }
+                            let q = parse(&queries[i % queries.len()], limit);
+                            answer(&index, &inst, &q).await;
+                        }
+                    })
+                })
+                .collect();
+            for t in tasks {
+                t.await.unwrap();
+            }
+            let (wall, cpu) = (wall.elapsed().as_secs_f64(), cpu_seconds() - cpu);
+            eprintln!(
+                "{count} queries, 16 at a time: {:.0} per second, {:.0} µs of CPU each",
+                count as f64 / wall,
+                cpu / count as f64 * 1e6
             );
         }
         "dump" => {

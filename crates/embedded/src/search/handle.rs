@@ -2,7 +2,7 @@
 //! and queries. Writes go through the index's writer thread ([`super::writer`]).
 
 use std::{
-    collections::BTreeMap,
+    collections::{BTreeMap, HashMap},
     path::Path,
     sync::{
         Arc, Mutex, PoisonError,
@@ -14,7 +14,8 @@ use quintet_core::{
     Error, Result,
     ports::{data::Document, search::SearchConfig},
     search::{
-        Expansion, MatchKind, QueryPlan, QueryWord, SearchDoc, SearchKey, SearchMatch, SearchQuery,
+        Expansion, Explained, MatchKind, QueryPlan, QueryWord, SearchDoc, SearchKey, SearchMatch,
+        SearchQuery,
         document::{filter_matches, filter_term, filter_terms, for_each_text},
         query::{Explainer, rank, select_expansions},
     },
@@ -42,7 +43,7 @@ use super::{
 };
 
 /// Bytes of documents per block of the document store (see [`IndexHandle::open`]).
-const DOCSTORE_BLOCK_BYTES: usize = 4096;
+const DOCSTORE_BLOCK_BYTES: usize = 512;
 
 /// The tantivy fields of an index.
 #[derive(Debug, Clone)]
@@ -342,6 +343,8 @@ impl IndexHandle {
             query.limit,
         )?;
         let explainer = Explainer::new(&plan, &expansions, &query.fields);
+        // Matches holding the same expansions in the same fields share one explanation.
+        let mut explained: HashMap<Vec<bool>, Arc<Explained>> = HashMap::new();
         let mut matches = Vec::with_capacity(top.len());
         for hit in top {
             let (key, src) = self.stored(&searcher, hit.address)?;
@@ -353,10 +356,18 @@ impl IndexHandle {
             // The f32 score's shortest decimal form, not its binary expansion.
             let score = hit.score;
             let score = score.to_string().parse::<f64>().unwrap_or(f64::from(score));
+            let explained = match explained.get(&hit.found) {
+                Some(e) => Arc::clone(e),
+                None => {
+                    let e = Arc::new(explainer.explain_found(&hit.found));
+                    explained.insert(hit.found, Arc::clone(&e));
+                    e
+                }
+            };
             matches.push(SearchMatch {
                 id: key,
                 score,
-                explained: explainer.explain_found(&hit.found),
+                explained,
                 stored: members(&src, &self.config.store_fields)?,
             });
         }

@@ -191,67 +191,119 @@ pub(super) fn top_docs(
         }
     }
 
-    let mut window = Window::new(plan.words.len(), fields.len());
-    let mut merged = TopNComputer::new_with_comparator(limit, NaturalComparator);
-    'segments: for (ord, segment) in segments.iter().enumerate() {
-        let ord = u32::try_from(ord).map_err(engine_error)?;
-        let mut filters = Vec::with_capacity(filter.len());
-        for term in filter {
-            let postings = segment
-                .inverted_index(term.field())
-                .map_err(engine_error)?
-                .read_postings(term, IndexRecordOption::Basic)
-                .map_err(engine_error)?;
-            match postings {
-                Some(p) => filters.push(p),
-                None => continue 'segments,
-            }
-        }
-        let mut lists = Vec::new();
-        for (i, source) in sources.iter().enumerate() {
-            if let Some(Some(info)) = source.in_segments.get(ord as usize) {
+    let scoring = Scoring {
+        fields,
+        filter,
+        limit,
+        sources,
+        tier_score,
+        expansions: expansion,
+    };
+    WINDOW.with_borrow_mut(|window| {
+        window.reset(plan.words.len(), fields.len());
+        scoring.collect(searcher, window)
+    })
+}
+
+/// What [`top_docs`] prepared for the segments.
+struct Scoring<'a> {
+    fields: &'a [Field],
+    filter: &'a [Term],
+    limit: usize,
+    sources: Vec<Source>,
+    /// The constant part of a word's score, by its best tier + 1.
+    tier_score: Vec<f32>,
+    /// How many expansions the words have in all.
+    expansions: usize,
+}
+
+thread_local! {
+    /// The accumulators of the queries scored on this thread, reused: allocating and freeing
+    /// up to 72 KB per query made the allocator consolidate its free lists each time.
+    static WINDOW: std::cell::RefCell<Window> = std::cell::RefCell::new(Window::default());
+}
+
+impl Scoring<'_> {
+    /// The best documents, scored in `window`.
+    fn collect(&self, searcher: &Searcher, window: &mut Window) -> Result<Vec<Hit>> {
+        let Self {
+            fields,
+            filter,
+            limit,
+            ref sources,
+            ref tier_score,
+            expansions,
+        } = *self;
+        let segments = searcher.segment_readers();
+        let mut merged = TopNComputer::new_with_comparator(limit, NaturalComparator);
+        'segments: for (ord, segment) in segments.iter().enumerate() {
+            let ord = u32::try_from(ord).map_err(engine_error)?;
+            let mut filters = Vec::with_capacity(filter.len());
+            for term in filter {
                 let postings = segment
-                    .inverted_index(fields[source.field])
+                    .inverted_index(term.field())
                     .map_err(engine_error)?
-                    .read_postings_from_terminfo(info, IndexRecordOption::WithFreqs)
+                    .read_postings(term, IndexRecordOption::Basic)
                     .map_err(engine_error)?;
-                lists.push((postings, i));
+                match postings {
+                    Some(p) => filters.push(p),
+                    None => continue 'segments,
+                }
+            }
+            let mut lists = Vec::new();
+            for (i, source) in sources.iter().enumerate() {
+                if let Some(Some(info)) = source.in_segments.get(ord as usize) {
+                    let postings = segment
+                        .inverted_index(fields[source.field])
+                        .map_err(engine_error)?
+                        .read_postings_from_terminfo(info, IndexRecordOption::WithFreqs)
+                        .map_err(engine_error)?;
+                    lists.push((postings, i));
+                }
+            }
+            if lists.is_empty() {
+                continue;
+            }
+            let mut norms = Vec::with_capacity(fields.len());
+            for &field in fields {
+                let reader = segment
+                    .fieldnorms_readers()
+                    .get_field(field)
+                    .map_err(engine_error)?;
+                norms.push(
+                    reader.unwrap_or_else(|| FieldNormReader::constant(segment.max_doc(), 1)),
+                );
+            }
+            let alive = segment.alive_bitset();
+            let mut heap = TopHeap::new(limit);
+            window.run(
+                &mut lists,
+                sources,
+                &norms,
+                tier_score,
+                &mut |doc, score| {
+                    if alive.is_some_and(|a| a.is_deleted(doc)) || !in_all(&mut filters, doc) {
+                        return;
+                    }
+                    heap.push(score, doc);
+                },
+            );
+            for (score, doc) in heap.into_vec() {
+                merged.push(score, DocAddress::new(ord, doc));
             }
         }
-        if lists.is_empty() {
-            continue;
-        }
-        let mut norms = Vec::with_capacity(fields.len());
-        for &field in fields {
-            let reader = segment
-                .fieldnorms_readers()
-                .get_field(field)
-                .map_err(engine_error)?;
-            norms.push(reader.unwrap_or_else(|| FieldNormReader::constant(segment.max_doc(), 1)));
-        }
-        let alive = segment.alive_bitset();
-        let mut heap = TopHeap::new(limit);
-        window.run(&mut lists, &sources, &norms, &mut |doc, acc| {
-            if alive.is_some_and(|a| a.is_deleted(doc)) || !in_all(&mut filters, doc) {
-                return;
-            }
-            heap.push(acc.score(&tier_score), doc);
-        });
-        for (score, doc) in heap.into_vec() {
-            merged.push(score, DocAddress::new(ord, doc));
-        }
+        let mut hits: Vec<Hit> = merged
+            .into_sorted_vec()
+            .into_iter()
+            .map(|d| Hit {
+                score: d.sort_key,
+                address: d.doc,
+                found: vec![false; expansions * fields.len()],
+            })
+            .collect();
+        find_terms(searcher, sources, fields.len(), &mut hits)?;
+        Ok(hits)
     }
-    let mut hits: Vec<Hit> = merged
-        .into_sorted_vec()
-        .into_iter()
-        .map(|d| Hit {
-            score: d.sort_key,
-            address: d.doc,
-            found: vec![false; expansion * fields.len()],
-        })
-        .collect();
-    find_terms(searcher, &sources, fields.len(), &mut hits)?;
-    Ok(hits)
 }
 
 /// Note in each hit which expansions occur in which of its fields, by looking the hits up
@@ -311,7 +363,9 @@ fn in_all(filters: &mut [SegmentPostings], doc: DocId) -> bool {
     })
 }
 
-/// Per-document accumulators for a window of consecutive documents.
+/// Per-document accumulators for a window of consecutive documents. They are all zero
+/// between runs: scoring a document clears its accumulators.
+#[derive(Default)]
 struct Window {
     words: usize,
     fields: usize,
@@ -325,61 +379,58 @@ struct Window {
     touched: Vec<u64>,
 }
 
-/// The accumulators of one document.
-struct Acc<'a> {
-    tiers: &'a [u8],
-    bm25: &'a [f32],
-    fields: usize,
-}
-
-impl Acc<'_> {
-    /// The document's score: per matched word (in query order), its tier's constant plus
-    /// its best field's BM25 and a share of its other fields', summed as tantivy's
-    /// combiners sum them.
-    fn score(&self, tier_score: &[f32]) -> f32 {
-        let mut score = 0.0f32;
-        for (w, &tier) in self.tiers.iter().enumerate() {
-            if tier == 0 {
-                continue;
-            }
-            let (mut max, mut sum) = (0.0f32, 0.0f32);
-            for &s in &self.bm25[w * self.fields..(w + 1) * self.fields] {
-                max = f32::max(s, max);
-                sum += s;
-            }
-            let constant = tier_score
-                .get(usize::from(tier) - 1)
-                .copied()
-                .unwrap_or_default();
-            score += constant + (max + (sum - max) * FIELD_TIE_BREAKER);
+/// The score of a document from its accumulators — per word its best tier + 1 and per word
+/// and field its best weighted BM25 — which are cleared for the next window (reading and
+/// clearing in one pass is cheaper than clearing a few bytes per document afterwards).
+/// Per matched word, in query order: its tier's constant plus its best field's BM25 and a
+/// share of its other fields', summed as tantivy's combiners sum them.
+fn take_score(tiers: &mut [u8], bm25: &mut [f32], fields: usize, tier_score: &[f32]) -> f32 {
+    let mut score = 0.0f32;
+    for (tier, bm25) in tiers.iter_mut().zip(bm25.chunks_exact_mut(fields)) {
+        let tier = std::mem::take(tier);
+        if tier == 0 {
+            continue; // nothing was noted for the word: its BM25 entries are still 0
         }
-        score
+        let (mut max, mut sum) = (0.0f32, 0.0f32);
+        for s in bm25 {
+            let s = std::mem::take(s);
+            max = f32::max(s, max);
+            sum += s;
+        }
+        let constant = tier_score
+            .get(usize::from(tier) - 1)
+            .copied()
+            .unwrap_or_default();
+        score += constant + (max + (sum - max) * FIELD_TIE_BREAKER);
     }
+    score
 }
 
 impl Window {
-    /// Accumulators for `words` words over `fields` fields, at most 64K of them.
-    fn new(words: usize, fields: usize) -> Self {
+    /// Make room for `words` words over `fields` fields: at most 64K accumulators, all
+    /// zero.
+    fn reset(&mut self, words: usize, fields: usize) {
         let per_doc = (words * fields).max(1);
-        let size = ((1 << 16) / per_doc).clamp(64, 4096) / 64 * 64;
-        Self {
-            words,
-            fields,
-            size,
-            tiers: vec![0; size * words],
-            bm25: vec![0.0; size * words * fields],
-            touched: vec![0; size / 64],
-        }
+        self.size = ((1 << 16) / per_doc).clamp(64, 4096) / 64 * 64;
+        self.words = words;
+        self.fields = fields;
+        self.bm25.clear();
+        self.bm25.resize(self.size * words * fields, 0.0);
+        self.tiers.clear();
+        self.tiers.resize(self.size * words, 0);
+        self.touched.clear();
+        self.touched.resize(self.size / 64, 0);
     }
 
     /// Read `lists` (postings, index in `sources`) to the end, calling `f` with each
-    /// matching document, in increasing order, and its accumulators.
+    /// matching document, in increasing order, and its score ([`take_score`]).
     fn run(
         &mut self,
         lists: &mut [(SegmentPostings, usize)],
         sources: &[Source],
         norms: &[FieldNormReader],
-        f: &mut impl FnMut(DocId, &Acc<'_>),
+        tier_score: &[f32],
+        f: &mut impl FnMut(DocId, f32),
     ) {
         let (words, fields) = (self.words, self.fields);
         loop {
@@ -422,14 +473,8 @@ impl Window {
                     let bm25 = &mut self.bm25[i * words * fields..(i + 1) * words * fields];
                     f(
                         start + i as u32,
-                        &Acc {
-                            tiers,
-                            bm25,
-                            fields,
-                        },
+                        take_score(tiers, bm25, fields, tier_score),
                     );
-                    tiers.fill(0);
-                    bm25.fill(0.0);
                 }
             }
         }
