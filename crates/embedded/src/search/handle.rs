@@ -2,6 +2,7 @@
 //! and queries. Writes go through the index's writer thread ([`super::writer`]).
 
 use std::{
+    borrow::Cow,
     collections::{BTreeMap, HashMap},
     path::Path,
     sync::{
@@ -20,7 +21,7 @@ use quintet_core::{
         query::{Explainer, rank, select_expansions},
     },
 };
-use serde_json::value::RawValue;
+use serde::de::{Deserialize, DeserializeSeed, Deserializer, IgnoredAny, MapAccess, Visitor};
 use tantivy::{
     DocAddress, DocSet, Index, IndexReader, ReloadPolicy, Searcher, TERMINATED, TantivyDocument,
     Term,
@@ -115,27 +116,81 @@ impl DocumentDeserialize for StoredText {
 }
 
 /// The members of the stored document `src` (compact JSON text) named by `names`, in that
-/// order. Only those members' values are parsed: a match needs its stored fields (and the
-/// filter's, to check it), not the searched text, which is usually most of a document.
-fn members<'n>(src: &str, names: impl IntoIterator<Item = &'n String>) -> Result<Document> {
-    let invalid = |e: serde_json::Error| Error::internal(format!("stored search document: {e}"));
-    match serde_json::from_str::<BTreeMap<&str, &RawValue>>(src) {
-        Ok(all) => names
-            .into_iter()
-            .filter_map(|name| {
-                let raw = all.get(name.as_str())?;
-                Some(serde_json::from_str(raw.get()).map(|v| (name.clone(), v)))
-            })
-            .collect::<std::result::Result<Document, _>>()
-            .map_err(invalid),
-        // A member name with escapes cannot be borrowed from the text: parse it all.
-        Err(_) => {
-            let doc: Document = serde_json::from_str(src).map_err(invalid)?;
-            Ok(names
-                .into_iter()
-                .filter_map(|name| doc.get(name).map(|v| (name.clone(), v.clone())))
-                .collect())
+/// order. Only those members' values are parsed; the others are skipped over: a match needs
+/// its stored fields (and the filter's, to check it), not the searched text, which is
+/// usually most of a document.
+fn members(src: &str, names: &[&str]) -> Result<Document> {
+    let mut de = serde_json::Deserializer::from_str(src);
+    let picked = Pick(names)
+        .deserialize(&mut de)
+        .and_then(|picked| de.end().map(|()| picked))
+        .map_err(|e| Error::internal(format!("stored search document: {e}")))?;
+    Ok(names
+        .iter()
+        .zip(picked)
+        .filter_map(|(name, v)| Some(((*name).to_owned(), v?)))
+        .collect())
+}
+
+/// A member name, borrowed from the JSON text unless it has escapes (serde's `Cow` always
+/// allocates).
+struct Key<'de>(Cow<'de, str>);
+
+impl<'de> Deserialize<'de> for Key<'de> {
+    fn deserialize<D: Deserializer<'de>>(d: D) -> std::result::Result<Self, D::Error> {
+        struct Name;
+        impl<'de> Visitor<'de> for Name {
+            type Value = Key<'de>;
+
+            fn expecting(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+                f.write_str("a member name")
+            }
+
+            fn visit_borrowed_str<E>(self, v: &'de str) -> std::result::Result<Key<'de>, E> {
+                Ok(Key(Cow::Borrowed(v)))
+            }
+
+            fn visit_str<E>(self, v: &str) -> std::result::Result<Key<'de>, E> {
+                Ok(Key(Cow::Owned(v.to_owned())))
+            }
         }
+        d.deserialize_str(Name)
+    }
+}
+
+/// Reads a JSON object into the values of the members it names (the last of a repeated
+/// member, as a map would keep), skipping the others.
+struct Pick<'a>(&'a [&'a str]);
+
+impl<'de> DeserializeSeed<'de> for Pick<'_> {
+    type Value = Vec<Option<serde_json::Value>>;
+
+    fn deserialize<D: Deserializer<'de>>(self, d: D) -> std::result::Result<Self::Value, D::Error> {
+        d.deserialize_map(self)
+    }
+}
+
+impl<'de> Visitor<'de> for Pick<'_> {
+    type Value = Vec<Option<serde_json::Value>>;
+
+    fn expecting(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("a JSON object")
+    }
+
+    fn visit_map<A: MapAccess<'de>>(
+        self,
+        mut map: A,
+    ) -> std::result::Result<Self::Value, A::Error> {
+        let mut values = vec![None; self.0.len()];
+        while let Some(Key(key)) = map.next_key()? {
+            match self.0.iter().position(|name| *name == key) {
+                Some(i) => values[i] = Some(map.next_value()?),
+                None => {
+                    map.next_value::<IgnoredAny>()?;
+                }
+            }
+        }
+        Ok(values)
     }
 }
 
@@ -180,9 +235,12 @@ impl IndexHandle {
         // Every returned match reads its stored document, so reading one must be cheap:
         // tantivy's default (LZ4 over 16 KB blocks) decompresses a whole block per document,
         // about 45,000 instructions, most of a query's time at the default limit of 100.
-        // Uncompressed 4 KB blocks cost about 9,000; the store takes about 60% more disk.
-        // Settings apply to segments written from now on: older ones keep their format
-        // until a merge rewrites them.
+        // Uncompressed blocks cost about 7,000 whatever their size (the skip index costs
+        // more as blocks get smaller), but each read copies its block out of the mapped
+        // file: small blocks copy and allocate little (512 bytes stay in the allocator's
+        // per-thread cache). The store takes about 60% more disk than with LZ4. Settings
+        // apply to segments written from now on: older ones keep their format until a
+        // merge rewrites them.
         let settings = index.settings_mut();
         settings.docstore_compression = Compressor::None;
         settings.docstore_blocksize = DOCSTORE_BLOCK_BYTES;
@@ -343,13 +401,20 @@ impl IndexHandle {
             query.limit,
         )?;
         let explainer = Explainer::new(&plan, &expansions, &query.fields);
+        let filter_names: Vec<&str> = query.filter.keys().map(String::as_str).collect();
+        let stored_names: Vec<&str> = self
+            .config
+            .store_fields
+            .iter()
+            .map(String::as_str)
+            .collect();
         // Matches holding the same expansions in the same fields share one explanation.
         let mut explained: HashMap<Vec<bool>, Arc<Explained>> = HashMap::new();
         let mut matches = Vec::with_capacity(top.len());
         for hit in top {
             let (key, src) = self.stored(&searcher, hit.address)?;
             if !query.filter.is_empty()
-                && !filter_matches(&members(&src, query.filter.keys())?, &query.filter)
+                && !filter_matches(&members(&src, &filter_names)?, &query.filter)
             {
                 continue; // a filter-term hash collision
             }
@@ -368,7 +433,7 @@ impl IndexHandle {
                 id: key,
                 score,
                 explained,
-                stored: members(&src, &self.config.store_fields)?,
+                stored: members(&src, &stored_names)?,
             });
         }
         rank(&mut matches);
@@ -487,4 +552,27 @@ fn expand(
         .map(|e| found.get(&e.term).map(|f| f.2.clone()).unwrap_or_default())
         .collect();
     Ok((chosen, fields_of))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    #[test]
+    fn members_picks_named_members_in_order() {
+        let src = r#"{"body":"long \"text\"","t\u0069tle":"T","year":1984,"n":[1,{"a":null}],"year":1985}"#;
+        let doc = members(src, &["n", "title", "absent", "year"]).unwrap();
+        assert_eq!(
+            serde_json::Value::Object(doc),
+            json!({"n": [1, {"a": null}], "title": "T", "year": 1985})
+        );
+        assert_eq!(
+            serde_json::to_string(&members(src, &["year", "n"]).unwrap()).unwrap(),
+            r#"{"year":1985,"n":[1,{"a":null}]}"#
+        );
+        assert!(members(src, &[]).unwrap().is_empty());
+        assert!(members(r#"{"a":1"#, &["a"]).is_err());
+        assert!(members(r#"[1]"#, &["a"]).is_err());
+    }
 }

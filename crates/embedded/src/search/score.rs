@@ -201,7 +201,9 @@ pub(super) fn top_docs(
     };
     WINDOW.with_borrow_mut(|window| {
         window.reset(plan.words.len(), fields.len());
-        scoring.collect(searcher, window)
+        let hits = scoring.collect(searcher, window);
+        window.trim();
+        hits
     })
 }
 
@@ -219,7 +221,8 @@ struct Scoring<'a> {
 
 thread_local! {
     /// The accumulators of the queries scored on this thread, reused: allocating and freeing
-    /// up to 72 KB per query made the allocator consolidate its free lists each time.
+    /// up to 72 KB per query made the allocator consolidate its free lists each time. Those
+    /// of a query with many words are not kept ([`Window::trim`]).
     static WINDOW: std::cell::RefCell<Window> = std::cell::RefCell::new(Window::default());
 }
 
@@ -420,6 +423,16 @@ impl Window {
         self.tiers.resize(self.size * words, 0);
         self.touched.clear();
         self.touched.resize(self.size / 64, 0);
+    }
+
+    /// Give back the memory of a window made for many words: blocking threads come and go
+    /// with the load, and each keeps its window.
+    fn trim(&mut self) {
+        const KEEP_BYTES: usize = 96 * 1024;
+        let bytes = self.bm25.capacity() * 4 + self.tiers.capacity() + self.touched.capacity() * 8;
+        if bytes > KEEP_BYTES {
+            *self = Self::default();
+        }
     }
 
     /// Read `lists` (postings, index in `sources`) to the end, calling `f` with each
