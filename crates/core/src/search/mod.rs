@@ -10,7 +10,8 @@
 //! enumerate the index terms each query word may match (exactly, as a prefix, or within
 //! its typo budget), keep the best [`query::MAX_EXPANSIONS`] with
 //! [`query::select_expansions`], find the documents containing any of them ranked as
-//! [`query::rank`] says, and explain each with [`query::explain`].
+//! [`query::rank`] says, and explain each with a [`query::Explainer`] (from the stored
+//! document's words, or from where the engine's index says the expansions occur).
 
 pub mod document;
 pub mod query;
