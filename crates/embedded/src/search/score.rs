@@ -14,7 +14,7 @@
 //! segment and every term was read twice (for the tier, then for BM25): for a two-word
 //! query over 100,000 documents that was about 3 million instructions, mostly set-up. Here
 //! each posting list is read once, term at a time, into per-document accumulators of a
-//! window of documents, which are then scored in document order — about a tenth of that.
+//! window of documents, which are then scored in document order — about a third of that.
 //! The arithmetic is tantivy's (its [`Bm25Weight`], the same sums in the same order for up to
 //! two fields and two words), and so is the choice of the top documents (a heap per
 //! segment, [`TopNComputer`] across segments, ties to the lower address), so answers did
