@@ -247,6 +247,10 @@ impl IndexHandle {
         let reader = index
             .reader_builder()
             .reload_policy(ReloadPolicy::Manual)
+            // No cache of document-store blocks: a query's matches are spread over the
+            // store, so a block read again soon is rare with 512-byte blocks, and the cache
+            // cost a lock, an LRU update and an eviction per document read.
+            .doc_store_cache_num_blocks(0)
             .try_into()
             .map_err(engine_error)?;
         Ok(Arc::new(Self {
