@@ -23,6 +23,7 @@
 use std::{
     cmp::{Ordering, Reverse},
     collections::BinaryHeap,
+    sync::Arc,
 };
 
 use quintet_core::{
@@ -30,7 +31,7 @@ use quintet_core::{
     search::{Expansion, MatchKind, QueryPlan},
 };
 use tantivy::{
-    DocAddress, DocId, DocSet, Searcher, TERMINATED, Term,
+    DocAddress, DocId, DocSet, InvertedIndexReader, Searcher, TERMINATED, Term,
     collector::{TopNComputer, sort_key::NaturalComparator},
     fieldnorm::FieldNormReader,
     postings::{Postings, SegmentPostings, TermInfo},
@@ -94,7 +95,6 @@ struct Source {
     field: usize,
     /// The expansion's [`MatchKind::tier`] plus one (0 stands for "no match").
     tier: u8,
-    term: Term,
     /// BM25 over the whole index, times the match kind's weight.
     bm25: Bm25Weight,
     /// The term's postings in each segment, by segment ordinal.
@@ -131,19 +131,26 @@ pub(super) fn top_docs(
     let tier_score: Vec<f32> = (0..=MatchKind::BEST_TIER)
         .map(|tier| units.word + tier as f32 * units.tier)
         .collect();
+    // Each segment's inverted index of each searched field, looked up once: a lookup takes a
+    // read lock and clones an Arc, counters shared by every query thread, and a query
+    // would otherwise make about a hundred and fifty of them.
+    let inverted = segments
+        .iter()
+        .map(|s| {
+            fields
+                .iter()
+                .map(|&f| s.inverted_index(f).map_err(engine_error))
+                .collect::<Result<Vec<_>>>()
+        })
+        .collect::<Result<Vec<_>>>()?;
     // BM25's average field length: tokens over documents, deleted ones included, as
     // tantivy's statistics count them.
-    let mut average_norms = Vec::with_capacity(fields.len());
-    for &field in fields {
-        let mut tokens = 0u64;
-        for s in segments {
-            tokens += s
-                .inverted_index(field)
-                .map_err(engine_error)?
-                .total_num_tokens();
-        }
-        average_norms.push(tokens as f32 / total_docs as f32);
-    }
+    let average_norms: Vec<f32> = (0..fields.len())
+        .map(|p| {
+            let tokens: u64 = inverted.iter().map(|s| s[p].total_num_tokens()).sum();
+            tokens as f32 / total_docs as f32
+        })
+        .collect();
 
     let mut sources = Vec::new();
     let mut expansion = 0;
@@ -160,12 +167,8 @@ pub(super) fn top_docs(
                 let term = Term::from_field_text(*field, &e.term);
                 let mut doc_freq = 0u64;
                 let mut in_segments = Vec::with_capacity(segments.len());
-                for s in segments {
-                    let info = s
-                        .inverted_index(*field)
-                        .map_err(engine_error)?
-                        .get_term_info(&term)
-                        .map_err(engine_error)?;
+                for s in &inverted {
+                    let info = s[position].get_term_info(&term).map_err(engine_error)?;
                     doc_freq += info.as_ref().map_or(0, |i| u64::from(i.doc_freq));
                     in_segments.push(info);
                 }
@@ -183,7 +186,6 @@ pub(super) fn top_docs(
                     expansion: expansion - 1,
                     field: position,
                     tier: u8::try_from(e.kind.tier() + 1).unwrap_or(u8::MAX),
-                    term,
                     bm25,
                     in_segments,
                 });
@@ -193,6 +195,7 @@ pub(super) fn top_docs(
 
     let scoring = Scoring {
         fields,
+        inverted,
         filter,
         limit,
         sources,
@@ -210,6 +213,8 @@ pub(super) fn top_docs(
 /// What [`top_docs`] prepared for the segments.
 struct Scoring<'a> {
     fields: &'a [Field],
+    /// Per segment, the inverted index of each searched field.
+    inverted: Vec<Vec<Arc<InvertedIndexReader>>>,
     filter: &'a [Term],
     limit: usize,
     sources: Vec<Source>,
@@ -231,6 +236,7 @@ impl Scoring<'_> {
     fn collect(&self, searcher: &Searcher, window: &mut Window) -> Result<Vec<Hit>> {
         let Self {
             fields,
+            ref inverted,
             filter,
             limit,
             ref sources,
@@ -256,9 +262,7 @@ impl Scoring<'_> {
             let mut lists = Vec::new();
             for (i, source) in sources.iter().enumerate() {
                 if let Some(Some(info)) = source.in_segments.get(ord as usize) {
-                    let postings = segment
-                        .inverted_index(fields[source.field])
-                        .map_err(engine_error)?
+                    let postings = inverted[ord as usize][source.field]
                         .read_postings_from_terminfo(info, IndexRecordOption::WithFreqs)
                         .map_err(engine_error)?;
                     lists.push((postings, i));
@@ -304,7 +308,7 @@ impl Scoring<'_> {
                 found: vec![false; expansions * fields.len()],
             })
             .collect();
-        find_terms(searcher, sources, fields.len(), &mut hits)?;
+        find_terms(inverted, sources, fields.len(), &mut hits)?;
         Ok(hits)
     }
 }
@@ -314,12 +318,12 @@ impl Scoring<'_> {
 /// from the index without reading their words from the stored documents: an answer's
 /// explanations cost a few seeks per term instead of tokenizing up to 1,000 documents.
 fn find_terms(
-    searcher: &Searcher,
+    inverted: &[Vec<Arc<InvertedIndexReader>>],
     sources: &[Source],
     width: usize,
     hits: &mut [Hit],
 ) -> Result<()> {
-    for (ord, segment) in searcher.segment_readers().iter().enumerate() {
+    for (ord, inverted) in inverted.iter().enumerate() {
         let mut here: Vec<(DocId, usize)> = hits
             .iter()
             .enumerate()
@@ -334,9 +338,7 @@ fn find_terms(
             let Some(Some(info)) = source.in_segments.get(ord) else {
                 continue;
             };
-            let mut postings = segment
-                .inverted_index(source.term.field())
-                .map_err(engine_error)?
+            let mut postings = inverted[source.field]
                 .read_postings_from_terminfo(info, IndexRecordOption::Basic)
                 .map_err(engine_error)?;
             for &(doc, i) in &here {
