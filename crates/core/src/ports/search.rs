@@ -82,7 +82,7 @@ fn field_list(name: &str, v: &Value) -> Result<Vec<String>> {
 /// [`crate::search::tokenize`], match words as [`crate::search::QueryWord::classify`] says,
 /// expand each word to at most [`crate::search::query::MAX_EXPANSIONS`] terms chosen by
 /// [`crate::search::query::select_expansions`], explain and shape matches with
-/// [`crate::search::query::explain`] and [`SearchMatch::new`], and order the answer with
+/// [`crate::search::query::Explainer`] and [`SearchMatch`], and order the answer with
 /// [`crate::search::query::rank`].
 ///
 /// # Contract

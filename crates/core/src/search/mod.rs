@@ -10,7 +10,8 @@
 //! enumerate the index terms each query word may match (exactly, as a prefix, or within
 //! its typo budget), keep the best [`query::MAX_EXPANSIONS`] with
 //! [`query::select_expansions`], find the documents containing any of them ranked as
-//! [`query::rank`] says, and explain each with [`query::explain`].
+//! [`query::rank`] says, and explain each with a [`query::Explainer`] (from the stored
+//! document's words, or from where the engine's index says the expansions occur).
 
 pub mod document;
 pub mod query;
@@ -18,7 +19,7 @@ pub mod tokenize;
 pub mod typo;
 
 pub use document::{BulkReject, SearchDoc, SearchKey};
-pub use query::{Expansion, Explained, QueryPlan, QueryWord, SearchMatch, SearchQuery};
+pub use query::{Expansion, Explained, Explainer, QueryPlan, QueryWord, SearchMatch, SearchQuery};
 pub use typo::MatchKind;
 
 use crate::Error;

@@ -2,7 +2,8 @@
 //! and queries. Writes go through the index's writer thread ([`super::writer`]).
 
 use std::{
-    collections::BTreeMap,
+    borrow::Cow,
+    collections::{BTreeMap, HashMap},
     path::Path,
     sync::{
         Arc, Mutex, PoisonError,
@@ -14,33 +15,36 @@ use quintet_core::{
     Error, Result,
     ports::{data::Document, search::SearchConfig},
     search::{
-        Expansion, MatchKind, QueryPlan, QueryWord, SearchDoc, SearchKey, SearchMatch, SearchQuery,
+        Expansion, Explained, MatchKind, QueryPlan, QueryWord, SearchDoc, SearchKey, SearchMatch,
+        SearchQuery,
         document::{filter_matches, filter_term, filter_terms, for_each_text},
-        query::{explain, rank, select_expansions},
+        query::{Explainer, rank, select_expansions},
     },
 };
+use serde::de::{Deserialize, DeserializeSeed, Deserializer, IgnoredAny, MapAccess, Visitor};
 use tantivy::{
     DocAddress, DocSet, Index, IndexReader, ReloadPolicy, Searcher, TERMINATED, TantivyDocument,
     Term,
-    collector::TopDocs,
     directory::MmapDirectory,
-    query::{
-        BooleanQuery, BoostQuery, ConstScoreQuery, DisjunctionMaxQuery, FuzzyTermQuery, Occur,
-        Query, TermQuery,
-    },
+    query::FuzzyTermQuery,
+    schema::document::{DeserializeError, DocumentDeserialize, DocumentDeserializer},
     schema::{
         Field, IndexRecordOption, NumericOptions, STORED, STRING, Schema, TextFieldIndexing,
-        TextOptions, Value,
+        TextOptions,
     },
+    store::Compressor,
     tokenizer::TokenizerManager,
 };
 
 use super::{
     analyzer::{NAME, WordTokenizer},
-    engine_error,
+    engine_error, score,
     vocabulary::{self, Vocabulary},
     writer::WriterSlot,
 };
+
+/// Bytes of documents per block of the document store (see [`IndexHandle::open`]).
+const DOCSTORE_BLOCK_BYTES: usize = 512;
 
 /// The tantivy fields of an index.
 #[derive(Debug, Clone)]
@@ -94,6 +98,102 @@ fn schema(config: &SearchConfig) -> (Schema, Fields) {
     )
 }
 
+/// The stored fields of a document, which are all text (`_key`, `_src`). Read directly as
+/// strings rather than as a `TantivyDocument`, which builds a value tree first: an answer
+/// reads up to 1,000 documents.
+struct StoredText(Vec<(Field, String)>);
+
+impl DocumentDeserialize for StoredText {
+    fn deserialize<'de, D: DocumentDeserializer<'de>>(
+        mut deserializer: D,
+    ) -> std::result::Result<Self, DeserializeError> {
+        let mut values = Vec::with_capacity(2);
+        while let Some(value) = deserializer.next_field::<String>()? {
+            values.push(value);
+        }
+        Ok(Self(values))
+    }
+}
+
+/// The members of the stored document `src` (compact JSON text) named by `names`, in that
+/// order. Only those members' values are parsed; the others are skipped over: a match needs
+/// its stored fields (and the filter's, to check it), not the searched text, which is
+/// usually most of a document.
+fn members(src: &str, names: &[&str]) -> Result<Document> {
+    let mut de = serde_json::Deserializer::from_str(src);
+    let picked = Pick(names)
+        .deserialize(&mut de)
+        .and_then(|picked| de.end().map(|()| picked))
+        .map_err(|e| Error::internal(format!("stored search document: {e}")))?;
+    Ok(names
+        .iter()
+        .zip(picked)
+        .filter_map(|(name, v)| Some(((*name).to_owned(), v?)))
+        .collect())
+}
+
+/// A member name, borrowed from the JSON text unless it has escapes (serde's `Cow` always
+/// allocates).
+struct Key<'de>(Cow<'de, str>);
+
+impl<'de> Deserialize<'de> for Key<'de> {
+    fn deserialize<D: Deserializer<'de>>(d: D) -> std::result::Result<Self, D::Error> {
+        struct Name;
+        impl<'de> Visitor<'de> for Name {
+            type Value = Key<'de>;
+
+            fn expecting(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+                f.write_str("a member name")
+            }
+
+            fn visit_borrowed_str<E>(self, v: &'de str) -> std::result::Result<Key<'de>, E> {
+                Ok(Key(Cow::Borrowed(v)))
+            }
+
+            fn visit_str<E>(self, v: &str) -> std::result::Result<Key<'de>, E> {
+                Ok(Key(Cow::Owned(v.to_owned())))
+            }
+        }
+        d.deserialize_str(Name)
+    }
+}
+
+/// Reads a JSON object into the values of the members it names (the last of a repeated
+/// member, as a map would keep), skipping the others.
+struct Pick<'a>(&'a [&'a str]);
+
+impl<'de> DeserializeSeed<'de> for Pick<'_> {
+    type Value = Vec<Option<serde_json::Value>>;
+
+    fn deserialize<D: Deserializer<'de>>(self, d: D) -> std::result::Result<Self::Value, D::Error> {
+        d.deserialize_map(self)
+    }
+}
+
+impl<'de> Visitor<'de> for Pick<'_> {
+    type Value = Vec<Option<serde_json::Value>>;
+
+    fn expecting(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("a JSON object")
+    }
+
+    fn visit_map<A: MapAccess<'de>>(
+        self,
+        mut map: A,
+    ) -> std::result::Result<Self::Value, A::Error> {
+        let mut values = vec![None; self.0.len()];
+        while let Some(Key(key)) = map.next_key()? {
+            match self.0.iter().position(|name| *name == key) {
+                Some(i) => values[i] = Some(map.next_value()?),
+                None => {
+                    map.next_value::<IgnoredAny>()?;
+                }
+            }
+        }
+        Ok(values)
+    }
+}
+
 /// An open index.
 pub(super) struct IndexHandle {
     /// The instance's name, for messages.
@@ -127,14 +227,30 @@ impl IndexHandle {
         tokenizers.register(NAME, WordTokenizer::default());
         let directory = MmapDirectory::open(dir)
             .map_err(|e| Error::internal(format!("opening {}: {e}", dir.display())))?;
-        let index = Index::builder()
+        let mut index = Index::builder()
             .schema(schema)
             .tokenizers(tokenizers)
             .open_or_create(directory)
             .map_err(engine_error)?;
+        // Every returned match reads its stored document, so reading one must be cheap:
+        // tantivy's default (LZ4 over 16 KB blocks) decompresses a whole block per document,
+        // about 45,000 instructions, most of a query's time at the default limit of 100.
+        // Uncompressed blocks cost about 7,000 whatever their size (the skip index costs
+        // more as blocks get smaller), but each read copies its block out of the mapped
+        // file: small blocks copy and allocate little (512 bytes stay in the allocator's
+        // per-thread cache). The store takes about 60% more disk than with LZ4. Settings
+        // apply to segments written from now on: older ones keep their format until a
+        // merge rewrites them.
+        let settings = index.settings_mut();
+        settings.docstore_compression = Compressor::None;
+        settings.docstore_blocksize = DOCSTORE_BLOCK_BYTES;
         let reader = index
             .reader_builder()
             .reload_policy(ReloadPolicy::Manual)
+            // No cache of document-store blocks: a query's matches are spread over the
+            // store, so a block read again soon is rare with 512-byte blocks, and the cache
+            // cost a lock, an LRU update and an eviction per document read.
+            .doc_store_cache_num_blocks(0)
             .try_into()
             .map_err(engine_error)?;
         Ok(Arc::new(Self {
@@ -197,10 +313,12 @@ impl IndexHandle {
 
     /// The stored key and JSON text of the document at `addr`.
     fn stored(&self, searcher: &Searcher, addr: DocAddress) -> Result<(String, String)> {
-        let doc: TantivyDocument = searcher.doc(addr).map_err(engine_error)?;
-        let text = |field: Field| {
-            doc.get_first(field)
-                .and_then(|v| v.as_str().map(str::to_owned))
+        let StoredText(mut values) = searcher.doc(addr).map_err(engine_error)?;
+        let mut text = |field: Field| {
+            values
+                .iter_mut()
+                .find(|(f, _)| *f == field)
+                .map(|(_, text)| std::mem::take(text))
                 .ok_or_else(|| Error::internal("a search document lacks its stored key or text"))
         };
         Ok((text(self.fields.key)?, text(self.fields.src)?))
@@ -271,40 +389,56 @@ impl IndexHandle {
         if expansions.iter().all(Vec::is_empty) {
             return Ok(Vec::new());
         }
-        let total_docs: u64 = searcher
-            .segment_readers()
+        let searched: Vec<Field> = fields.iter().map(|&(_, f)| f).collect();
+        let filter: Vec<Term> = query
+            .filter
             .iter()
-            .map(|s| u64::from(s.max_doc()))
-            .sum();
-        let mut full = words_query(&plan, &expansions, &in_fields, total_docs);
-        if !query.filter.is_empty() {
-            let mut clauses: Vec<(Occur, Box<dyn Query>)> = vec![(Occur::Must, full)];
-            for (k, v) in &query.filter {
-                let term =
-                    Term::from_field_u64(self.fields.filter, filter_hash(&filter_term(k, v)));
-                let exact = TermQuery::new(term, IndexRecordOption::Basic);
-                clauses.push((
-                    Occur::Must,
-                    Box::new(ConstScoreQuery::new(Box::new(exact), 0.0)),
-                ));
-            }
-            full = Box::new(BooleanQuery::new(clauses));
-        }
-        let top = searcher
-            .search(&*full, &TopDocs::with_limit(query.limit).order_by_score())
-            .map_err(engine_error)?;
+            .map(|(k, v)| Term::from_field_u64(self.fields.filter, filter_hash(&filter_term(k, v))))
+            .collect();
+        let top = score::top_docs(
+            &searcher,
+            &plan,
+            &expansions,
+            &in_fields,
+            &searched,
+            &filter,
+            query.limit,
+        )?;
+        let explainer = Explainer::new(&plan, &expansions, &query.fields);
+        let filter_names: Vec<&str> = query.filter.keys().map(String::as_str).collect();
+        let stored_names: Vec<&str> = self
+            .config
+            .store_fields
+            .iter()
+            .map(String::as_str)
+            .collect();
+        // Matches holding the same expansions in the same fields share one explanation.
+        let mut explained: HashMap<Vec<bool>, Arc<Explained>> = HashMap::new();
         let mut matches = Vec::with_capacity(top.len());
-        for (score, addr) in top {
-            let (key, src) = self.stored(&searcher, addr)?;
-            let doc: Document = serde_json::from_str(&src)
-                .map_err(|e| Error::internal(format!("stored search document: {e}")))?;
-            if !filter_matches(&doc, &query.filter) {
+        for hit in top {
+            let (key, src) = self.stored(&searcher, hit.address)?;
+            if !query.filter.is_empty()
+                && !filter_matches(&members(&src, &filter_names)?, &query.filter)
+            {
                 continue; // a filter-term hash collision
             }
-            let explained = explain(&plan, &expansions, &doc, &query.fields);
             // The f32 score's shortest decimal form, not its binary expansion.
+            let score = hit.score;
             let score = score.to_string().parse::<f64>().unwrap_or(f64::from(score));
-            matches.push(SearchMatch::new(key, score, explained, &doc, &self.config));
+            let explained = match explained.get(&hit.found) {
+                Some(e) => Arc::clone(e),
+                None => {
+                    let e = Arc::new(explainer.explain_found(&hit.found));
+                    explained.insert(hit.found, Arc::clone(&e));
+                    e
+                }
+            };
+            matches.push(SearchMatch {
+                id: key,
+                score,
+                explained,
+                stored: members(&src, &stored_names)?,
+            });
         }
         rank(&mut matches);
         Ok(matches)
@@ -424,106 +558,25 @@ fn expand(
     Ok((chosen, fields_of))
 }
 
-/// A word's BM25 part is its best field's score plus this share of its other fields'
-/// (Lucene's "best fields"): a word in a short title is not outscored by the same word
-/// spread thinly over several long fields.
-const FIELD_TIE_BREAKER: f32 = 0.2;
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
 
-/// BM25 of one term is at most idf × (k1 + 1), and idf at most ln(1 + N) for N documents.
-fn bm25_bound(total_docs: u64) -> f32 {
-    2.2 * (1.0 + total_docs as f32).ln()
-}
-
-/// The query over the words' expansions, scored so that tantivy's order is the ranking
-/// order ([`rank`]): every matched word adds `word_unit`, the best tier of each matched word
-/// adds `tier × tier_unit`, and the BM25 part (per word, the best weighted term of its best
-/// field plus a share of its other fields) adds less than `tier_unit`. The units are chosen from a bound on the BM25 part, so more
-/// words always beat better tiers, which always beat BM25.
-fn words_query(
-    plan: &QueryPlan,
-    expansions: &[Vec<Expansion>],
-    in_fields: &[Vec<Vec<Field>>],
-    total_docs: u64,
-) -> Box<dyn Query> {
-    let per_field = bm25_bound(total_docs);
-    let bm25_total: f32 = in_fields
-        .iter()
-        .map(|word| {
-            let mut distinct: Vec<Field> = word.iter().flatten().copied().collect();
-            distinct.sort_unstable_by_key(|f| f.field_id());
-            distinct.dedup();
-            let n = distinct.len() as f32;
-            if n == 0.0 {
-                0.0
-            } else {
-                per_field * (1.0 + FIELD_TIE_BREAKER * (n - 1.0))
-            }
-        })
-        .sum::<f32>()
-        + 1.0;
-    let tier_unit = bm25_total + 1.0;
-    let max_tier = MatchKind::BEST_TIER as f32;
-    let word_unit = max_tier * tier_unit * plan.words.len() as f32 + bm25_total + 1.0;
-
-    let mut words: Vec<(Occur, Box<dyn Query>)> = Vec::new();
-    for (word, (exps, fields)) in plan.words.iter().zip(expansions.iter().zip(in_fields)) {
-        if exps.is_empty() {
-            continue;
-        }
-        let word_chars = word.text.chars().count();
-        // The word's constant part: the unit, plus its best tier.
-        let mut tiers: Vec<Box<dyn Query>> = Vec::new();
-        for tier in (0..=MatchKind::BEST_TIER).rev() {
-            let terms: Vec<(Occur, Box<dyn Query>)> = exps
-                .iter()
-                .zip(fields)
-                .filter(|(e, _)| e.kind.tier() == tier)
-                .flat_map(|(e, fs)| {
-                    fs.iter().map(move |f| {
-                        let q: Box<dyn Query> = Box::new(TermQuery::new(
-                            Term::from_field_text(*f, &e.term),
-                            IndexRecordOption::Basic,
-                        ));
-                        (Occur::Should, q)
-                    })
-                })
-                .collect();
-            if !terms.is_empty() {
-                tiers.push(Box::new(ConstScoreQuery::new(
-                    Box::new(BooleanQuery::new(terms)),
-                    word_unit + tier as f32 * tier_unit,
-                )));
-            }
-        }
-        let mut parts: Vec<(Occur, Box<dyn Query>)> =
-            vec![(Occur::Should, Box::new(DisjunctionMaxQuery::new(tiers)))];
-        // The BM25 part: per field, the best weighted term of the word.
-        let mut by_field: BTreeMap<u32, Vec<Box<dyn Query>>> = BTreeMap::new();
-        for (e, fs) in exps.iter().zip(fields) {
-            let weight = e.kind.weight(word_chars, e.term.chars().count());
-            for f in fs {
-                let term = TermQuery::new(
-                    Term::from_field_text(*f, &e.term),
-                    IndexRecordOption::WithFreqs,
-                );
-                by_field
-                    .entry(f.field_id())
-                    .or_default()
-                    .push(Box::new(BoostQuery::new(Box::new(term), weight)));
-            }
-        }
-        let best_in_each_field: Vec<Box<dyn Query>> = by_field
-            .into_values()
-            .map(|terms| Box::new(DisjunctionMaxQuery::new(terms)) as Box<dyn Query>)
-            .collect();
-        parts.push((
-            Occur::Should,
-            Box::new(DisjunctionMaxQuery::with_tie_breaker(
-                best_in_each_field,
-                FIELD_TIE_BREAKER,
-            )),
-        ));
-        words.push((Occur::Should, Box::new(BooleanQuery::new(parts))));
+    #[test]
+    fn members_picks_named_members_in_order() {
+        let src = r#"{"body":"long \"text\"","t\u0069tle":"T","year":1984,"n":[1,{"a":null}],"year":1985}"#;
+        let doc = members(src, &["n", "title", "absent", "year"]).unwrap();
+        assert_eq!(
+            serde_json::Value::Object(doc),
+            json!({"n": [1, {"a": null}], "title": "T", "year": 1985})
+        );
+        assert_eq!(
+            serde_json::to_string(&members(src, &["year", "n"]).unwrap()).unwrap(),
+            r#"{"year":1985,"n":[1,{"a":null}]}"#
+        );
+        assert!(members(src, &[]).unwrap().is_empty());
+        assert!(members(r#"{"a":1"#, &["a"]).is_err());
+        assert!(members(r#"[1]"#, &["a"]).is_err());
     }
-    Box::new(BooleanQuery::new(words))
 }

@@ -2,6 +2,7 @@
 //!
 //! - [`analyzer`]: quintet's word rules as a tantivy tokenizer.
 //! - [`handle`]: an open index: schema, key lookups, queries.
+//! - [`score`]: scoring a query's matches and keeping the best.
 //! - [`vocabulary`]: the merged dictionary of large segments, for fast typo lookups.
 //! - [`writer`]: the per-index writer thread that batches writes into commits.
 //!
@@ -12,6 +13,7 @@
 
 mod analyzer;
 mod handle;
+mod score;
 mod vocabulary;
 mod writer;
 

@@ -20,9 +20,10 @@ use axum::{
 use quintet_core::{
     Error, InstanceConfig,
     ports::search::SearchConfig,
-    search::{self, SearchDoc, SearchKey, SearchQuery, document::MAX_BULK_DOCS},
+    search::{self, SearchDoc, SearchKey, SearchMatch, SearchQuery, document::MAX_BULK_DOCS},
 };
-use serde_json::{Map, Value, json};
+use serde::Serialize;
+use serde_json::{Value, json};
 
 use crate::{
     error::{ApiError, ApiResult},
@@ -200,11 +201,24 @@ async fn query(
 ) -> ApiResult<Response> {
     let query = SearchQuery::from_json(&body, config(&inst)?)?;
     let matches = state.services.search.query(&inst, &query).await?;
-    let mut out = Map::new();
-    out.insert("ok".into(), Value::Bool(true));
-    out.insert(
-        "matches".into(),
-        Value::Array(matches.iter().map(|m| m.to_json()).collect()),
-    );
-    Ok(reply::json(StatusCode::OK, &Value::Object(out)))
+    Ok(reply::json_with_capacity(
+        StatusCode::OK,
+        &Answer {
+            ok: true,
+            matches: &matches,
+        },
+        ANSWER_BYTES_PER_MATCH * (matches.len() + 1),
+    ))
+}
+
+/// About what a match takes in an answer without stored fields (a short id, the score, a
+/// term or two), so that most answers are written without growing their buffer.
+const ANSWER_BYTES_PER_MATCH: usize = 256;
+
+/// The answer to a query, serialized without building a JSON value per match (see
+/// `SearchMatch`'s `Serialize`).
+#[derive(Serialize)]
+struct Answer<'a> {
+    ok: bool,
+    matches: &'a [SearchMatch],
 }

@@ -1,0 +1,257 @@
+//! A harness for the cost of search queries, without HTTP: it builds the benchmark's corpus
+//! (`bench/src/scenarios/search.rs`, same generator and seed) into an index on disk once,
+//! then answers the benchmark's one-typo queries against it, serializing each answer as
+//! the HTTP route does. Run it under `valgrind --tool=callgrind` to count instructions per
+//! query, which two busy cores cannot time reliably.
+//!
+//! ```text
+//! search_queries build <dir>                      # 100,000 documents, merged
+//! search_queries query <dir> [limit] [count]      # answer `count` queries, report the time
+//! search_queries dump <dir> [limit] > answers     # every answer, to compare two versions
+//! search_queries cpu <dir> [limit] [count]        # 16 at a time: CPU time per query
+//! ```
+
+#![allow(clippy::unwrap_used, clippy::expect_used, missing_docs)]
+
+use std::{io::Write, path::Path, time::Instant};
+
+use quintet_core::{
+    AppName, Instance, InstanceConfig, InstanceId,
+    ports::{
+        Lifecycle,
+        search::{SearchConfig, SearchIndex},
+    },
+    search::{SearchDoc, SearchQuery},
+};
+use quintet_embedded::search::TantivySearchIndex;
+use serde_json::{Value, json};
+
+const DOCS: usize = 100_000;
+const BULK: usize = 5_000;
+
+/// The benchmark's generator (xorshift64*).
+struct Rng(u64);
+
+impl Rng {
+    fn next(&mut self) -> u64 {
+        self.0 ^= self.0 >> 12;
+        self.0 ^= self.0 << 25;
+        self.0 ^= self.0 >> 27;
+        self.0.wrapping_mul(0x2545_F491_4F6C_DD1D)
+    }
+
+    fn below(&mut self, n: usize) -> usize {
+        (self.next() % n as u64) as usize
+    }
+
+    fn skewed(&mut self, n: usize) -> usize {
+        let u = (self.next() >> 11) as f64 / (1u64 << 53) as f64;
+        ((n as f64) * u.powi(3)) as usize % n
+    }
+}
+
+fn vocabulary(rng: &mut Rng, size: usize) -> Vec<String> {
+    const ONSETS: [&str; 16] = [
+        "b", "c", "d", "f", "g", "k", "l", "m", "n", "p", "r", "s", "t", "v", "br", "st",
+    ];
+    const VOWELS: [&str; 6] = ["a", "e", "i", "o", "u", "ai"];
+    let mut seen = std::collections::HashSet::new();
+    let mut words = Vec::with_capacity(size);
+    while words.len() < size {
+        let syllables = 2 + rng.below(3);
+        let mut w = String::new();
+        for _ in 0..syllables {
+            w.push_str(ONSETS[rng.below(ONSETS.len())]);
+            w.push_str(VOWELS[rng.below(VOWELS.len())]);
+        }
+        if rng.below(3) == 0 {
+            w.push_str(["n", "r", "s", "l"][rng.below(4)]);
+        }
+        if seen.insert(w.clone()) {
+            words.push(w);
+        }
+    }
+    words
+}
+
+/// The benchmark's documents and queries.
+fn corpus() -> (Vec<Value>, Vec<String>) {
+    let mut rng = Rng(0x9E37_79B9_7F4A_7C15);
+    let vocab = vocabulary(&mut rng, 20_000);
+    let phrase = |rng: &mut Rng, lo: usize, hi: usize| -> String {
+        let n = lo + rng.below(hi - lo + 1);
+        (0..n)
+            .map(|_| vocab[rng.skewed(vocab.len())].as_str())
+            .collect::<Vec<_>>()
+            .join(" ")
+    };
+    let docs = (0..DOCS)
+        .map(|i| {
+            let title = phrase(&mut rng, 2, 4);
+            let body = format!("{}.", phrase(&mut rng, 8, 14));
+            json!({"_id": format!("d{i}"), "title": title, "body": body})
+        })
+        .collect();
+    let queries = (0..2_000)
+        .map(|_| {
+            let word = loop {
+                let w = &vocab[rng.skewed(2_000)];
+                if w.chars().count() >= 6 {
+                    break w.clone();
+                }
+            };
+            let mut chars: Vec<char> = word.chars().collect();
+            let at = 1 + rng.below(chars.len() - 2);
+            match rng.below(3) {
+                0 if chars[at] != chars[at + 1] => chars.swap(at, at + 1),
+                0 | 1 => chars[at] = if chars[at] == 'e' { 'a' } else { 'e' },
+                _ => {
+                    chars.remove(at);
+                }
+            }
+            let typo: String = chars.into_iter().collect();
+            if rng.below(2) == 0 {
+                format!("{} {typo}", vocab[rng.skewed(vocab.len())])
+            } else {
+                typo
+            }
+        })
+        .collect();
+    (docs, queries)
+}
+
+fn config() -> SearchConfig {
+    SearchConfig {
+        fields: vec!["title".into(), "body".into()],
+        store_fields: vec!["title".into()],
+    }
+}
+
+fn instance() -> Instance {
+    Instance {
+        id: InstanceId(1),
+        app: AppName::domain(),
+        name: "typo".parse().unwrap(),
+        config: InstanceConfig::Search(config()),
+        created_ms: 0,
+    }
+}
+
+/// The HTTP route's answer body for `query`.
+async fn answer(index: &TantivySearchIndex, inst: &Instance, query: &SearchQuery) -> String {
+    let matches = index.query(inst, query).await.unwrap();
+    let mut out = Vec::with_capacity(256 * (matches.len() + 1));
+    out.extend_from_slice(br#"{"ok":true,"matches":"#);
+    serde_json::to_writer(&mut out, &matches).unwrap();
+    out.push(b'}');
+    String::from_utf8(out).unwrap()
+}
+
+fn parse(q: &str, limit: Option<usize>) -> SearchQuery {
+    let body = match limit {
+        Some(limit) => json!({"query": q, "limit": limit}),
+        None => json!({"query": q}),
+    };
+    SearchQuery::from_json(&body, &config()).unwrap()
+}
+
+/// User + system CPU time of this process so far (Linux), in seconds.
+fn cpu_seconds() -> f64 {
+    let stat = std::fs::read_to_string("/proc/self/stat").unwrap();
+    // Fields after the command name, which is in parentheses: utime and stime are the
+    // 12th and 13th, in clock ticks (100 per second).
+    let rest = &stat[stat.rfind(')').unwrap() + 2..];
+    let fields: Vec<&str> = rest.split(' ').collect();
+    let ticks: u64 = fields[11].parse::<u64>().unwrap() + fields[12].parse::<u64>().unwrap();
+    ticks as f64 / 100.0
+}
+
+#[tokio::main(flavor = "multi_thread", worker_threads = 2)]
+async fn main() {
+    let args: Vec<String> = std::env::args().collect();
+    let (mode, dir) = (args[1].as_str(), Path::new(&args[2]));
+    let limit: Option<usize> = args
+        .get(3)
+        .filter(|l| *l != "default")
+        .map(|l| l.parse().unwrap());
+    let (docs, queries) = corpus();
+    let inst = instance();
+    let index = TantivySearchIndex::open(dir).unwrap();
+    match mode {
+        "build" => {
+            index.create_instance(&inst).await.unwrap();
+            let t = Instant::now();
+            for chunk in docs.chunks(BULK) {
+                let docs = chunk
+                    .iter()
+                    .map(|d| SearchDoc::from_bulk_entry(d.clone(), &config()).unwrap())
+                    .collect();
+                index.bulk(&inst, docs).await.unwrap();
+            }
+            eprintln!("indexed {DOCS} documents in {:?}", t.elapsed());
+            // Let the background merges the bulk load started finish, as the bench does.
+            tokio::time::sleep(std::time::Duration::from_secs(20)).await;
+            index.close().await.unwrap();
+        }
+        "query" => {
+            let count: usize = args.get(4).map_or(queries.len(), |c| c.parse().unwrap());
+            // One query first, so that the merged vocabulary is built outside the count.
+            answer(&index, &inst, &parse(&queries[0], limit)).await;
+            let t = Instant::now();
+            let mut bytes = 0;
+            for q in queries.iter().cycle().take(count) {
+                bytes += answer(&index, &inst, &parse(q, limit)).await.len();
+            }
+            let e = t.elapsed();
+            eprintln!(
+                "{count} queries in {e:?}: {:?} per query, {} bytes per answer",
+                e / count as u32,
+                bytes / count
+            );
+        }
+        "cpu" => {
+            let count: usize = args.get(4).map_or(queries.len(), |c| c.parse().unwrap());
+            answer(&index, &inst, &parse(&queries[0], limit)).await;
+            let (wall, cpu) = (Instant::now(), cpu_seconds());
+            let next = std::sync::Arc::new(std::sync::atomic::AtomicUsize::new(0));
+            let queries = std::sync::Arc::new(queries);
+            let tasks: Vec<_> = (0..16)
+                .map(|_| {
+                    let (index, inst) = (index.clone(), inst.clone());
+                    let (next, queries) = (next.clone(), queries.clone());
+                    tokio::spawn(async move {
+                        loop {
+                            let i = next.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+                            if i >= count {
+                                return;
+                            }
+                            let q = parse(&queries[i % queries.len()], limit);
+                            answer(&index, &inst, &q).await;
+                        }
+                    })
+                })
+                .collect();
+            for t in tasks {
+                t.await.unwrap();
+            }
+            let (wall, cpu) = (wall.elapsed().as_secs_f64(), cpu_seconds() - cpu);
+            eprintln!(
+                "{count} queries, 16 at a time: {:.0} per second, {:.0} µs of CPU each",
+                count as f64 / wall,
+                cpu / count as f64 * 1e6
+            );
+        }
+        "dump" => {
+            let mut out = std::io::stdout().lock();
+            for q in &queries {
+                writeln!(
+                    out,
+                    "{q}\t{}",
+                    answer(&index, &inst, &parse(q, limit)).await
+                )
+                .unwrap();
+            }
+        }
+        other => panic!("unknown mode {other}"),
+    }
+}

@@ -1,0 +1,891 @@
+//! Scoring a query: every document that matches one of the words' expansions gets one
+//! number whose order is the ranking order ([`quintet_core::search::query::rank`]), and the
+//! best `limit` are kept.
+//!
+//! The number: every matched word adds `word_unit`, its best tier adds `tier × tier_unit`,
+//! and its BM25 part — the best weighted term of its best field, plus
+//! [`FIELD_TIE_BREAKER`] of the best term of each other field ("best fields") — adds less
+//! than `tier_unit`. The units come from a bound on the BM25 part ([`Units`]), so more
+//! words always beat better tiers, which always beat BM25.
+//!
+//! This was a tantivy query tree (per word, a disjunction-max of constant-score unions per
+//! tier plus a disjunction-max over fields of disjunction-maxes over boosted term queries).
+//! It scored the same, but each of its dozens of unions set up a 4,096-document buffer per
+//! segment and every term was read twice (for the tier, then for BM25): for a two-word
+//! query over 100,000 documents that was about 3 million instructions, mostly set-up. Here
+//! each posting list is read once, term at a time, into per-document accumulators of a
+//! window of documents, which are then scored in document order — about a third of that.
+//! The arithmetic is tantivy's (its [`Bm25Weight`], the same sums in the same order for up to
+//! two fields and two words), and so is the choice of the top documents (a heap per
+//! segment, [`TopNComputer`] across segments, ties to the lower address), so answers did
+//! not change.
+
+use std::{
+    cmp::{Ordering, Reverse},
+    collections::BinaryHeap,
+    sync::Arc,
+};
+
+use quintet_core::{
+    Result,
+    search::{Expansion, MatchKind, QueryPlan},
+};
+use tantivy::{
+    DocAddress, DocId, DocSet, InvertedIndexReader, Searcher, TERMINATED, Term,
+    collector::{TopNComputer, sort_key::NaturalComparator},
+    fieldnorm::FieldNormReader,
+    postings::{Postings, SegmentPostings, TermInfo},
+    query::Bm25Weight,
+    schema::{Field, IndexRecordOption},
+};
+
+use super::engine_error;
+
+/// A word's BM25 part is its best field's score plus this share of its other fields'
+/// (Lucene's "best fields"): a word in a short title is not outscored by the same word
+/// spread thinly over several long fields.
+const FIELD_TIE_BREAKER: f32 = 0.2;
+
+/// BM25 of one term is at most idf × (k1 + 1), and idf at most ln(1 + N) for N documents.
+fn bm25_bound(total_docs: u64) -> f32 {
+    2.2 * (1.0 + total_docs as f32).ln()
+}
+
+/// The constant parts of the score.
+struct Units {
+    /// What a matched word adds, before its tier: more than any tiers and BM25 of all words.
+    word: f32,
+    /// What each tier of a word's best match adds: more than the BM25 part of all words.
+    tier: f32,
+}
+
+impl Units {
+    /// The units for `words` words, each found in the fields listed per expansion in
+    /// `in_fields`, over `total_docs` documents.
+    fn new(words: usize, in_fields: &[Vec<Vec<Field>>], total_docs: u64) -> Self {
+        let per_field = bm25_bound(total_docs);
+        let bm25_total: f32 = in_fields
+            .iter()
+            .map(|word| {
+                let mut distinct: Vec<Field> = word.iter().flatten().copied().collect();
+                distinct.sort_unstable_by_key(|f| f.field_id());
+                distinct.dedup();
+                let n = distinct.len() as f32;
+                if n == 0.0 {
+                    0.0
+                } else {
+                    per_field * (1.0 + FIELD_TIE_BREAKER * (n - 1.0))
+                }
+            })
+            .sum::<f32>()
+            + 1.0;
+        let tier = bm25_total + 1.0;
+        let max_tier = MatchKind::BEST_TIER as f32;
+        let word = max_tier * tier * words as f32 + bm25_total + 1.0;
+        Self { word, tier }
+    }
+}
+
+/// One posting list to read: an expansion of a word, in one field.
+struct Source {
+    word: usize,
+    /// The expansion's number, counting across the words in plan order.
+    expansion: usize,
+    /// Position of the field among the searched fields.
+    field: usize,
+    /// The expansion's [`MatchKind::tier`] plus one (0 stands for "no match").
+    tier: u8,
+    /// BM25 over the whole index, times the match kind's weight.
+    bm25: Bm25Weight,
+    /// The term's postings in each segment, by segment ordinal.
+    in_segments: Vec<Option<TermInfo>>,
+}
+
+/// A document of the answer.
+pub(super) struct Hit {
+    pub score: f32,
+    pub address: DocAddress,
+    /// Per expansion (numbered across the words in plan order) and searched field: whether
+    /// the document's field holds the expansion (see [`quintet_core::search::Explainer`]).
+    pub found: Vec<bool>,
+}
+
+/// The best documents of a query, best first, at most `limit`.
+///
+/// `expansions[w]` are the terms word `w` of `plan` matches and `in_fields[w][e]` the
+/// searched fields expansion `e` occurs in; `fields` are the searched fields, in configured
+/// order. Documents must also contain every term of `filter`.
+pub(super) fn top_docs(
+    searcher: &Searcher,
+    plan: &QueryPlan,
+    expansions: &[Vec<Expansion>],
+    in_fields: &[Vec<Vec<Field>>],
+    fields: &[Field],
+    filter: &[Term],
+    limit: usize,
+) -> Result<Vec<Hit>> {
+    let segments = searcher.segment_readers();
+    let total_docs: u64 = segments.iter().map(|s| u64::from(s.max_doc())).sum();
+    let units = Units::new(plan.words.len(), in_fields, total_docs);
+    // The constant part of a word's score by its best tier (+ 1), as the query tree added it.
+    let tier_score: Vec<f32> = (0..=MatchKind::BEST_TIER)
+        .map(|tier| units.word + tier as f32 * units.tier)
+        .collect();
+    // Each segment's inverted index of each searched field, looked up once: a lookup takes a
+    // read lock and clones an Arc, counters shared by every query thread, and a query
+    // would otherwise make about a hundred and fifty of them.
+    let inverted = segments
+        .iter()
+        .map(|s| {
+            fields
+                .iter()
+                .map(|&f| s.inverted_index(f).map_err(engine_error))
+                .collect::<Result<Vec<_>>>()
+        })
+        .collect::<Result<Vec<_>>>()?;
+    // BM25's average field length: tokens over documents, deleted ones included, as
+    // tantivy's statistics count them.
+    let average_norms: Vec<f32> = (0..fields.len())
+        .map(|p| {
+            let tokens: u64 = inverted.iter().map(|s| s[p].total_num_tokens()).sum();
+            tokens as f32 / total_docs as f32
+        })
+        .collect();
+
+    let mut sources = Vec::new();
+    let mut expansion = 0;
+    let words = plan.words.iter().zip(expansions.iter().zip(in_fields));
+    for (w, (word, (exps, fields_of))) in words.enumerate() {
+        let word_chars = word.text.chars().count();
+        for (e, in_fields) in exps.iter().zip(fields_of) {
+            expansion += 1;
+            let weight = e.kind.weight(word_chars, e.term.chars().count());
+            for field in in_fields {
+                let Some(position) = fields.iter().position(|f| f == field) else {
+                    continue;
+                };
+                let term = Term::from_field_text(*field, &e.term);
+                let mut doc_freq = 0u64;
+                let mut in_segments = Vec::with_capacity(segments.len());
+                for s in &inverted {
+                    let info = s[position].get_term_info(&term).map_err(engine_error)?;
+                    doc_freq += info.as_ref().map_or(0, |i| u64::from(i.doc_freq));
+                    in_segments.push(info);
+                }
+                if doc_freq == 0 {
+                    continue;
+                }
+                let bm25 = Bm25Weight::for_one_term_without_explain(
+                    doc_freq,
+                    total_docs,
+                    average_norms[position],
+                )
+                .boost_by(weight);
+                sources.push(Source {
+                    word: w,
+                    expansion: expansion - 1,
+                    field: position,
+                    tier: u8::try_from(e.kind.tier() + 1).unwrap_or(u8::MAX),
+                    bm25,
+                    in_segments,
+                });
+            }
+        }
+    }
+
+    let scoring = Scoring {
+        fields,
+        inverted,
+        filter,
+        limit,
+        sources,
+        tier_score,
+        expansions: expansion,
+    };
+    WINDOW.with_borrow_mut(|window| {
+        window.reset(plan.words.len(), fields.len());
+        let hits = scoring.collect(searcher, window);
+        window.trim();
+        hits
+    })
+}
+
+/// What [`top_docs`] prepared for the segments.
+struct Scoring<'a> {
+    fields: &'a [Field],
+    /// Per segment, the inverted index of each searched field.
+    inverted: Vec<Vec<Arc<InvertedIndexReader>>>,
+    filter: &'a [Term],
+    limit: usize,
+    sources: Vec<Source>,
+    /// The constant part of a word's score, by its best tier + 1.
+    tier_score: Vec<f32>,
+    /// How many expansions the words have in all.
+    expansions: usize,
+}
+
+thread_local! {
+    /// The accumulators of the queries scored on this thread, reused: allocating and freeing
+    /// up to 72 KB per query made the allocator consolidate its free lists each time. Those
+    /// of a query with many words are not kept ([`Window::trim`]).
+    static WINDOW: std::cell::RefCell<Window> = std::cell::RefCell::new(Window::default());
+}
+
+impl Scoring<'_> {
+    /// The best documents, scored in `window`.
+    fn collect(&self, searcher: &Searcher, window: &mut Window) -> Result<Vec<Hit>> {
+        let Self {
+            fields,
+            ref inverted,
+            filter,
+            limit,
+            ref sources,
+            ref tier_score,
+            expansions,
+        } = *self;
+        let segments = searcher.segment_readers();
+        let mut merged = TopNComputer::new_with_comparator(limit, NaturalComparator);
+        'segments: for (ord, segment) in segments.iter().enumerate() {
+            let ord = u32::try_from(ord).map_err(engine_error)?;
+            let mut filters = Vec::with_capacity(filter.len());
+            for term in filter {
+                let postings = segment
+                    .inverted_index(term.field())
+                    .map_err(engine_error)?
+                    .read_postings(term, IndexRecordOption::Basic)
+                    .map_err(engine_error)?;
+                match postings {
+                    Some(p) => filters.push(p),
+                    None => continue 'segments,
+                }
+            }
+            let mut lists = Vec::new();
+            for (i, source) in sources.iter().enumerate() {
+                if let Some(Some(info)) = source.in_segments.get(ord as usize) {
+                    let postings = inverted[ord as usize][source.field]
+                        .read_postings_from_terminfo(info, IndexRecordOption::WithFreqs)
+                        .map_err(engine_error)?;
+                    lists.push((postings, i));
+                }
+            }
+            if lists.is_empty() {
+                continue;
+            }
+            let mut norms = Vec::with_capacity(fields.len());
+            for &field in fields {
+                let reader = segment
+                    .fieldnorms_readers()
+                    .get_field(field)
+                    .map_err(engine_error)?;
+                norms.push(
+                    reader.unwrap_or_else(|| FieldNormReader::constant(segment.max_doc(), 1)),
+                );
+            }
+            let alive = segment.alive_bitset();
+            let mut heap = TopHeap::new(limit);
+            window.run(
+                &mut lists,
+                sources,
+                &norms,
+                tier_score,
+                &mut |doc, score| {
+                    if alive.is_some_and(|a| a.is_deleted(doc)) || !in_all(&mut filters, doc) {
+                        return;
+                    }
+                    heap.push(score, doc);
+                },
+            );
+            for (score, doc) in heap.into_vec() {
+                merged.push(score, DocAddress::new(ord, doc));
+            }
+        }
+        let mut hits: Vec<Hit> = merged
+            .into_sorted_vec()
+            .into_iter()
+            .map(|d| Hit {
+                score: d.sort_key,
+                address: d.doc,
+                found: vec![false; expansions * fields.len()],
+            })
+            .collect();
+        find_terms(inverted, sources, fields.len(), &mut hits)?;
+        Ok(hits)
+    }
+}
+
+/// Note in each hit which expansions occur in which of its fields, by looking the hits up
+/// in the postings again (seeking, in document order), so that matches are explained
+/// from the index without reading their words from the stored documents: an answer's
+/// explanations cost a few seeks per term instead of tokenizing up to 1,000 documents.
+fn find_terms(
+    inverted: &[Vec<Arc<InvertedIndexReader>>],
+    sources: &[Source],
+    width: usize,
+    hits: &mut [Hit],
+) -> Result<()> {
+    for (ord, inverted) in inverted.iter().enumerate() {
+        let mut here: Vec<(DocId, usize)> = hits
+            .iter()
+            .enumerate()
+            .filter(|(_, h)| h.address.segment_ord as usize == ord)
+            .map(|(i, h)| (h.address.doc_id, i))
+            .collect();
+        if here.is_empty() {
+            continue;
+        }
+        here.sort_unstable();
+        for source in sources {
+            let Some(Some(info)) = source.in_segments.get(ord) else {
+                continue;
+            };
+            let mut postings = inverted[source.field]
+                .read_postings_from_terminfo(info, IndexRecordOption::Basic)
+                .map_err(engine_error)?;
+            for &(doc, i) in &here {
+                if postings.doc() < doc {
+                    postings.seek(doc);
+                }
+                if postings.doc() == doc
+                    && let Some(found) = hits[i]
+                        .found
+                        .get_mut(source.expansion * width + source.field)
+                {
+                    *found = true;
+                }
+            }
+        }
+    }
+    Ok(())
+}
+
+/// Whether every filter posting list contains `doc`; documents come in increasing order.
+fn in_all(filters: &mut [SegmentPostings], doc: DocId) -> bool {
+    filters.iter_mut().all(|f| {
+        if f.doc() < doc {
+            f.seek(doc);
+        }
+        f.doc() == doc
+    })
+}
+
+/// Per-document accumulators for a window of consecutive documents. They are all zero
+/// between runs: scoring a document clears its accumulators.
+#[derive(Default)]
+struct Window {
+    words: usize,
+    fields: usize,
+    /// Documents per window, a multiple of 64.
+    size: usize,
+    /// Per document and word: the best tier + 1, 0 when the word did not match.
+    tiers: Vec<u8>,
+    /// Per document, word and field: the best weighted BM25 of the word's terms.
+    bm25: Vec<f32>,
+    /// Which documents of the window matched something.
+    touched: Vec<u64>,
+}
+
+/// The score of a document from its accumulators — per word its best tier + 1 and per word
+/// and field its best weighted BM25 — which are cleared for the next window (reading and
+/// clearing in one pass is cheaper than clearing a few bytes per document afterwards).
+/// Per matched word, in query order: its tier's constant plus its best field's BM25 and a
+/// share of its other fields', summed as tantivy's combiners sum them.
+fn take_score(tiers: &mut [u8], bm25: &mut [f32], fields: usize, tier_score: &[f32]) -> f32 {
+    let mut score = 0.0f32;
+    for (tier, bm25) in tiers.iter_mut().zip(bm25.chunks_exact_mut(fields)) {
+        let tier = std::mem::take(tier);
+        if tier == 0 {
+            continue; // nothing was noted for the word: its BM25 entries are still 0
+        }
+        let (mut max, mut sum) = (0.0f32, 0.0f32);
+        for s in bm25 {
+            let s = std::mem::take(s);
+            max = f32::max(s, max);
+            sum += s;
+        }
+        let constant = tier_score
+            .get(usize::from(tier) - 1)
+            .copied()
+            .unwrap_or_default();
+        score += constant + (max + (sum - max) * FIELD_TIE_BREAKER);
+    }
+    score
+}
+
+impl Window {
+    /// Make room for `words` words over `fields` fields: at most 64K accumulators, all
+    /// zero.
+    fn reset(&mut self, words: usize, fields: usize) {
+        let per_doc = (words * fields).max(1);
+        self.size = ((1 << 16) / per_doc).clamp(64, 4096) / 64 * 64;
+        self.words = words;
+        self.fields = fields;
+        self.bm25.clear();
+        self.bm25.resize(self.size * words * fields, 0.0);
+        self.tiers.clear();
+        self.tiers.resize(self.size * words, 0);
+        self.touched.clear();
+        self.touched.resize(self.size / 64, 0);
+    }
+
+    /// Give back the memory of a window made for many words: blocking threads come and go
+    /// with the load, and each keeps its window.
+    fn trim(&mut self) {
+        const KEEP_BYTES: usize = 96 * 1024;
+        let bytes = self.bm25.capacity() * 4 + self.tiers.capacity() + self.touched.capacity() * 8;
+        if bytes > KEEP_BYTES {
+            *self = Self::default();
+        }
+    }
+
+    /// Read `lists` (postings, index in `sources`) to the end, calling `f` with each
+    /// matching document, in increasing order, and its score ([`take_score`]).
+    fn run(
+        &mut self,
+        lists: &mut [(SegmentPostings, usize)],
+        sources: &[Source],
+        norms: &[FieldNormReader],
+        tier_score: &[f32],
+        f: &mut impl FnMut(DocId, f32),
+    ) {
+        let (words, fields) = (self.words, self.fields);
+        loop {
+            let start = lists
+                .iter()
+                .map(|(p, _)| p.doc())
+                .min()
+                .unwrap_or(TERMINATED);
+            if start == TERMINATED {
+                return;
+            }
+            let end = start.saturating_add(self.size as u32);
+            for (postings, source) in lists.iter_mut() {
+                let Some(source) = sources.get(*source) else {
+                    continue;
+                };
+                let Some(norms) = norms.get(source.field) else {
+                    continue;
+                };
+                let mut doc = postings.doc();
+                while doc < end {
+                    let i = (doc - start) as usize;
+                    self.touched[i / 64] |= 1 << (i % 64);
+                    let at = i * words + source.word;
+                    self.tiers[at] = self.tiers[at].max(source.tier);
+                    let score = source
+                        .bm25
+                        .score(norms.fieldnorm_id(doc), postings.term_freq());
+                    let best = &mut self.bm25[at * fields + source.field];
+                    *best = f32::max(score, *best);
+                    doc = postings.advance();
+                }
+            }
+            for block in 0..self.touched.len() {
+                let mut bits = std::mem::take(&mut self.touched[block]);
+                while bits != 0 {
+                    let i = block * 64 + bits.trailing_zeros() as usize;
+                    bits &= bits - 1;
+                    let tiers = &mut self.tiers[i * words..(i + 1) * words];
+                    let bm25 = &mut self.bm25[i * words * fields..(i + 1) * words * fields];
+                    f(
+                        start + i as u32,
+                        take_score(tiers, bm25, fields, tier_score),
+                    );
+                }
+            }
+        }
+    }
+}
+
+/// A document and its score, ordered by score, then by the lower document first.
+struct Entry {
+    score: f32,
+    doc: DocId,
+}
+
+impl PartialEq for Entry {
+    fn eq(&self, other: &Self) -> bool {
+        self.cmp(other) == Ordering::Equal
+    }
+}
+
+impl Eq for Entry {}
+
+impl PartialOrd for Entry {
+    fn partial_cmp(&self, other: &Self) -> Option<Ordering> {
+        Some(self.cmp(other))
+    }
+}
+
+impl Ord for Entry {
+    fn cmp(&self, other: &Self) -> Ordering {
+        self.score
+            .partial_cmp(&other.score)
+            .unwrap_or(Ordering::Equal)
+            .then_with(|| other.doc.cmp(&self.doc))
+    }
+}
+
+/// The best documents of one segment, pushed in increasing document order; a later
+/// document needs a strictly higher score to displace one, so ties keep the lower
+/// document. This is tantivy's per-segment top-k by score (`TopNHeap`), so the documents
+/// handed to the merge, and their order, are the ones its collector handed.
+struct TopHeap {
+    heap: BinaryHeap<Reverse<Entry>>,
+    limit: usize,
+    threshold: Option<f32>,
+}
+
+impl TopHeap {
+    fn new(limit: usize) -> Self {
+        Self {
+            heap: BinaryHeap::with_capacity(limit),
+            limit,
+            threshold: None,
+        }
+    }
+
+    fn push(&mut self, score: f32, doc: DocId) {
+        if self.heap.len() < self.limit {
+            self.heap.push(Reverse(Entry { score, doc }));
+            if self.heap.len() == self.limit {
+                self.threshold = self.heap.peek().map(|Reverse(e)| e.score);
+            }
+        } else if let Some(threshold) = self.threshold
+            && score > threshold
+        {
+            if let Some(mut min) = self.heap.peek_mut() {
+                *min = Reverse(Entry { score, doc });
+            }
+            self.threshold = self.heap.peek().map(|Reverse(e)| e.score);
+        }
+    }
+
+    fn into_vec(self) -> Vec<(f32, DocId)> {
+        self.heap
+            .into_vec()
+            .into_iter()
+            .map(|Reverse(e)| (e.score, e.doc))
+            .collect()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    //! [`top_docs`] against the tantivy query tree it replaced, on random indexes.
+
+    use std::collections::BTreeMap;
+
+    use proptest::prelude::*;
+    use quintet_core::search::QueryWord;
+    use tantivy::{
+        Index, IndexWriter, TantivyDocument,
+        collector::TopDocs,
+        indexer::NoMergePolicy,
+        query::{
+            BooleanQuery, BoostQuery, ConstScoreQuery, DisjunctionMaxQuery, Occur, Query, TermQuery,
+        },
+        schema::{INDEXED, STORED, Schema, TEXT, Value},
+    };
+
+    use super::*;
+
+    /// The query tree: per word, a disjunction-max of constant-score unions per tier, plus
+    /// a disjunction-max over fields of disjunction-maxes over boosted term queries.
+    fn words_query(
+        plan: &QueryPlan,
+        expansions: &[Vec<Expansion>],
+        in_fields: &[Vec<Vec<Field>>],
+        total_docs: u64,
+    ) -> Box<dyn Query> {
+        let units = Units::new(plan.words.len(), in_fields, total_docs);
+        let mut words: Vec<(Occur, Box<dyn Query>)> = Vec::new();
+        for (word, (exps, fields)) in plan.words.iter().zip(expansions.iter().zip(in_fields)) {
+            if exps.is_empty() {
+                continue;
+            }
+            let word_chars = word.text.chars().count();
+            let mut tiers: Vec<Box<dyn Query>> = Vec::new();
+            for tier in (0..=MatchKind::BEST_TIER).rev() {
+                let terms: Vec<(Occur, Box<dyn Query>)> = exps
+                    .iter()
+                    .zip(fields)
+                    .filter(|(e, _)| e.kind.tier() == tier)
+                    .flat_map(|(e, fs)| {
+                        fs.iter().map(move |f| {
+                            let q: Box<dyn Query> = Box::new(TermQuery::new(
+                                Term::from_field_text(*f, &e.term),
+                                IndexRecordOption::Basic,
+                            ));
+                            (Occur::Should, q)
+                        })
+                    })
+                    .collect();
+                if !terms.is_empty() {
+                    tiers.push(Box::new(ConstScoreQuery::new(
+                        Box::new(BooleanQuery::new(terms)),
+                        units.word + tier as f32 * units.tier,
+                    )));
+                }
+            }
+            let mut parts: Vec<(Occur, Box<dyn Query>)> =
+                vec![(Occur::Should, Box::new(DisjunctionMaxQuery::new(tiers)))];
+            let mut by_field: BTreeMap<u32, Vec<Box<dyn Query>>> = BTreeMap::new();
+            for (e, fs) in exps.iter().zip(fields) {
+                let weight = e.kind.weight(word_chars, e.term.chars().count());
+                for f in fs {
+                    let term = TermQuery::new(
+                        Term::from_field_text(*f, &e.term),
+                        IndexRecordOption::WithFreqs,
+                    );
+                    by_field
+                        .entry(f.field_id())
+                        .or_default()
+                        .push(Box::new(BoostQuery::new(Box::new(term), weight)));
+                }
+            }
+            let best_in_each_field: Vec<Box<dyn Query>> = by_field
+                .into_values()
+                .map(|terms| Box::new(DisjunctionMaxQuery::new(terms)) as Box<dyn Query>)
+                .collect();
+            parts.push((
+                Occur::Should,
+                Box::new(DisjunctionMaxQuery::with_tie_breaker(
+                    best_in_each_field,
+                    FIELD_TIE_BREAKER,
+                )),
+            ));
+            words.push((Occur::Should, Box::new(BooleanQuery::new(parts))));
+        }
+        Box::new(BooleanQuery::new(words))
+    }
+
+    const VOCABULARY: [&str; 8] = ["ab", "abc", "abd", "b", "bc", "cab", "d", "dd"];
+    const KINDS: [MatchKind; 6] = [
+        MatchKind::Exact,
+        MatchKind::Prefix,
+        MatchKind::Fuzzy(1),
+        MatchKind::FuzzyPrefix(1),
+        MatchKind::Fuzzy(2),
+        MatchKind::FuzzyPrefix(2),
+    ];
+
+    /// A document: per field, its words (indexes into [`VOCABULARY`]), and a filter value.
+    type Doc = (Vec<Vec<usize>>, u64);
+
+    struct Fixture {
+        index: Index,
+        text: Vec<Field>,
+        filter: Field,
+    }
+
+    /// An index of `batches` (one segment each) over `fields` text fields; `deleted` are
+    /// document numbers removed afterwards.
+    fn index(fields: usize, batches: &[Vec<Doc>], deleted: &[u64]) -> Fixture {
+        let mut b = Schema::builder();
+        let text: Vec<Field> = (0..fields)
+            .map(|i| b.add_text_field(&format!("f{i}"), TEXT | STORED))
+            .collect();
+        let filter = b.add_u64_field("filter", INDEXED);
+        let id = b.add_u64_field("id", INDEXED);
+        let index = Index::create_in_ram(b.build());
+        let mut writer: IndexWriter = index.writer_with_num_threads(1, 15_000_000).unwrap();
+        writer.set_merge_policy(Box::new(NoMergePolicy));
+        let mut n = 0u64;
+        for batch in batches {
+            for (words, value) in batch {
+                let mut d = TantivyDocument::new();
+                for (field, words) in text.iter().zip(words) {
+                    let s: Vec<&str> = words.iter().map(|w| VOCABULARY[*w]).collect();
+                    d.add_text(*field, s.join(" "));
+                }
+                d.add_u64(filter, *value);
+                d.add_u64(id, n);
+                n += 1;
+                writer.add_document(d).unwrap();
+            }
+            writer.commit().unwrap();
+        }
+        for d in deleted {
+            writer.delete_term(Term::from_field_u64(id, *d));
+        }
+        writer.commit().unwrap();
+        Fixture {
+            index,
+            text,
+            filter,
+        }
+    }
+
+    fn doc_strategy(fields: usize) -> impl Strategy<Value = Doc> {
+        (
+            proptest::collection::vec(proptest::collection::vec(0..VOCABULARY.len(), 0..5), fields),
+            0..3u64,
+        )
+    }
+
+    /// Words of a query: per word, its expansions (term, kind).
+    fn plan_strategy(words: usize) -> impl Strategy<Value = Vec<Vec<(usize, usize)>>> {
+        proptest::collection::vec(
+            proptest::collection::btree_map(0..VOCABULARY.len(), 0..KINDS.len(), 0..4)
+                .prop_map(|m| m.into_iter().collect::<Vec<_>>()),
+            1..=words,
+        )
+    }
+
+    /// Compare [`top_docs`] with the query tree on one index and query.
+    fn compare(
+        fixture: &Fixture,
+        words: &[Vec<(usize, usize)>],
+        fields: usize,
+        filter: Option<u64>,
+        limit: usize,
+        exact: bool,
+    ) -> std::result::Result<(), TestCaseError> {
+        let searcher = fixture.index.reader().unwrap().searcher();
+        let searched = &fixture.text[..fields];
+        let plan = QueryPlan {
+            words: (0..words.len())
+                .map(|i| QueryWord {
+                    text: "x".repeat(i + 2),
+                    budget: 1,
+                    prefix: false,
+                })
+                .collect(),
+        };
+        let expansions: Vec<Vec<Expansion>> = words
+            .iter()
+            .map(|w| {
+                w.iter()
+                    .map(|&(t, k)| Expansion {
+                        term: VOCABULARY[t].to_owned(),
+                        kind: KINDS[k],
+                        doc_freq: 1,
+                    })
+                    .collect()
+            })
+            .collect();
+        // As `expand` finds them: the searched fields holding the term in some segment.
+        let in_fields: Vec<Vec<Vec<Field>>> = expansions
+            .iter()
+            .map(|w| {
+                w.iter()
+                    .map(|e| {
+                        searched
+                            .iter()
+                            .copied()
+                            .filter(|f| {
+                                searcher
+                                    .doc_freq(&Term::from_field_text(*f, &e.term))
+                                    .unwrap()
+                                    > 0
+                            })
+                            .collect()
+                    })
+                    .collect()
+            })
+            .collect();
+        let filter_terms: Vec<Term> = filter
+            .map(|v| Term::from_field_u64(fixture.filter, v))
+            .into_iter()
+            .collect();
+        let total_docs = searcher
+            .segment_readers()
+            .iter()
+            .map(|s| u64::from(s.max_doc()))
+            .sum();
+        let mut tree = words_query(&plan, &expansions, &in_fields, total_docs);
+        if let Some(term) = filter_terms.first() {
+            let exact_filter = TermQuery::new(term.clone(), IndexRecordOption::Basic);
+            tree = Box::new(BooleanQuery::new(vec![
+                (Occur::Must, tree),
+                (
+                    Occur::Must,
+                    Box::new(ConstScoreQuery::new(Box::new(exact_filter), 0.0)),
+                ),
+            ]));
+        }
+        let expected = searcher
+            .search(&*tree, &TopDocs::with_limit(limit).order_by_score())
+            .unwrap();
+        let hits = top_docs(
+            &searcher,
+            &plan,
+            &expansions,
+            &in_fields,
+            searched,
+            &filter_terms,
+            limit,
+        )
+        .unwrap();
+        let got: Vec<(f32, DocAddress)> = hits.iter().map(|h| (h.score, h.address)).collect();
+        if exact {
+            prop_assert_eq!(&got, &expected);
+        } else {
+            prop_assert_eq!(got.len(), expected.len());
+            for ((a, _), (b, _)) in got.iter().zip(&expected) {
+                prop_assert!((a - b).abs() <= 1e-3, "{} vs {}", a, b);
+            }
+        }
+        // Which expansions each hit holds, by reading its stored words.
+        for hit in &hits {
+            let doc: TantivyDocument = searcher.doc(hit.address).unwrap();
+            for (at, e) in expansions.iter().flatten().enumerate() {
+                for (f, field) in searched.iter().enumerate() {
+                    let holds = doc
+                        .get_first(*field)
+                        .and_then(|v| v.as_str())
+                        .is_some_and(|s| s.split(' ').any(|w| w == e.term));
+                    prop_assert_eq!(hit.found[at * fields + f], holds, "{} in f{}", e.term, f);
+                }
+            }
+        }
+        Ok(())
+    }
+
+    proptest! {
+        #![proptest_config(ProptestConfig::with_cases(200))]
+
+        /// Up to two words and two fields, the sums add the same numbers in any order, so
+        /// scores and order are exactly the query tree's, ties included.
+        #[test]
+        fn top_docs_are_the_query_trees(
+            batches in proptest::collection::vec(proptest::collection::vec(doc_strategy(2), 1..40), 1..4),
+            deleted in proptest::collection::vec(0..100u64, 0..10),
+            words in plan_strategy(2),
+            fields in 1..=2usize,
+            filter in proptest::option::of(0..3u64),
+            limit in 1..12usize,
+        ) {
+            let fixture = index(2, &batches, &deleted);
+            compare(&fixture, &words, fields, filter, limit, true)?;
+        }
+
+        /// More words and fields: the same documents with the same scores up to rounding.
+        #[test]
+        fn more_words_and_fields_score_alike(
+            batches in proptest::collection::vec(proptest::collection::vec(doc_strategy(3), 1..30), 1..3),
+            words in plan_strategy(4),
+            limit in 1..8usize,
+        ) {
+            let fixture = index(3, &batches, &[]);
+            compare(&fixture, &words, 3, None, limit, false)?;
+        }
+    }
+
+    /// Windows are smaller than some segments, so a segment is read in several windows.
+    #[test]
+    fn large_segments_are_read_window_by_window() {
+        let docs: Vec<Doc> = (0..10_000)
+            .map(|i| {
+                (
+                    vec![vec![i % VOCABULARY.len()], vec![(i / 3) % VOCABULARY.len()]],
+                    0,
+                )
+            })
+            .collect();
+        let fixture = index(2, &[docs], &[17, 4_500]);
+        let words = vec![vec![(0, 0), (1, 2)], vec![(2, 1)]];
+        compare(&fixture, &words, 2, None, 50, true).unwrap();
+        compare(&fixture, &words, 2, Some(0), 3, true).unwrap();
+    }
+}
