@@ -48,6 +48,40 @@ pub fn is_compact(text: &str) -> bool {
     !structural_bytes(text.as_bytes()).any(|b| b.is_ascii_whitespace())
 }
 
+/// Whether every number in valid JSON `text` is plain: no exponent and at most
+/// [`MAX_PLAIN_DIGITS`] digits in a row. Such text can be stored as sent: every engine
+/// reads its numbers (an exponent may overflow an `f64`, which then fails to parse, or
+/// PostgreSQL's `numeric`); other text is parsed and written anew.
+///
+/// ```
+/// use quintet_core::json::numbers_are_plain;
+/// assert!(numbers_are_plain(r#"{"a":-12.5,"b":"1e999","c":true}"#));
+/// assert!(!numbers_are_plain(r#"{"a":1e5}"#));
+/// ```
+pub fn numbers_are_plain(text: &str) -> bool {
+    let (mut prev, mut run) = (b' ', 0usize);
+    for b in structural_bytes(text.as_bytes()) {
+        if b.is_ascii_digit() {
+            run += 1;
+            if run > MAX_PLAIN_DIGITS {
+                return false;
+            }
+        } else {
+            // `e` also ends `true` and `false`; only after a digit or `.` is it an exponent.
+            if matches!(b, b'e' | b'E') && (prev.is_ascii_digit() || prev == b'.') {
+                return false;
+            }
+            run = 0;
+        }
+        prev = b;
+    }
+    true
+}
+
+/// Most digits in a row of a number [`numbers_are_plain`] accepts (`JSON.stringify` writes
+/// at most 21 before it switches to an exponent).
+pub const MAX_PLAIN_DIGITS: usize = 40;
+
 /// The bytes of JSON text outside its strings (quotes included), for one-pass scans that
 /// must not be fooled by brackets or spaces inside strings.
 fn structural_bytes(text: &[u8]) -> impl Iterator<Item = u8> + '_ {

@@ -255,9 +255,10 @@ impl BulkOp {
     /// `_deleted: true` removes; hyper's `_update` flag is dropped. Bad entries become
     /// [`BulkOp::Reject`].
     ///
-    /// An entry that is already compact, begins with its `_id` and carries neither flag is
-    /// stored as it arrived, without building a JSON tree; any other entry is parsed and
-    /// written anew.
+    /// An entry that is already compact, begins with its `_id`, carries neither flag and
+    /// has only plain numbers ([`crate::json::numbers_are_plain`]) is stored as it arrived,
+    /// without building a JSON tree; any other entry is parsed and written anew (a number
+    /// out of range is then refused).
     pub fn parse_text(body: &str) -> Result<Vec<BulkOp>> {
         let entries: Vec<&RawValue> = serde_json::from_str(body).map_err(|_| {
             let kind = match body.trim_start().bytes().next() {
@@ -297,6 +298,7 @@ impl BulkOp {
             && text.starts_with("{\"_id\":")
             && text.len() <= MAX_DOC_BYTES
             && crate::json::is_compact(text)
+            && crate::json::numbers_are_plain(text)
         {
             return Self::Put {
                 id,
@@ -536,6 +538,23 @@ mod tests {
         assert_eq!(put(6), ("late".into(), r#"{"_id":"late","n":2}"#.into()));
         assert_eq!(put(7), ("c".into(), r#"{"_id":"c","y":1}"#.into()));
         assert!(BulkOp::parse_all(json!({})).is_err());
+        // Numbers with an exponent are parsed: stored as any engine can read them back,
+        // or refused when out of range.
+        let ops = BulkOp::parse_text(
+            r#"[{"_id":"e","x":1e-20000,"y":2E3},{"_id":"big","x":1e200000},{"_id":"d","x":123456789012345678901234567890123456789012}]"#,
+        )
+        .unwrap();
+        assert!(
+            matches!(&ops[0], BulkOp::Put { text, .. } if text == r#"{"_id":"e","x":0.0,"y":2000.0}"#)
+        );
+        assert!(
+            matches!(&ops[1], BulkOp::Reject { id: None, .. }),
+            "{:?}",
+            ops[1]
+        );
+        assert!(
+            matches!(&ops[2], BulkOp::Put { text, .. } if !text.contains("1234567890123456789012345678901234567890"))
+        );
         assert_eq!(
             BulkOp::parse_text(r#"{"_id":"x"}"#)
                 .unwrap_err()

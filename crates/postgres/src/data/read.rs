@@ -108,8 +108,15 @@ impl Lister {
                 )
                 .await
                 .map_err(pg_error)?;
+            // No id holds a NUL (ids have no control characters), and PostgreSQL text
+            // cannot hold one either.
+            let asked: Vec<&str> = keys
+                .iter()
+                .map(String::as_str)
+                .filter(|k| !k.contains('\0'))
+                .collect();
             let found: std::collections::HashMap<String, String> = client
-                .query(&stmt, &[&self.instance, keys])
+                .query(&stmt, &[&self.instance, &asked])
                 .await
                 .map_err(pg_error)?
                 .into_iter()
@@ -129,12 +136,18 @@ impl Lister {
         } else {
             (&self.query.start_key, &self.query.end_key)
         };
-        let mut conds: Vec<(&str, &String)> = Vec::new();
+        let mut conds: Vec<(&str, &str)> = Vec::new();
+        // A bound with a NUL, which PostgreSQL text cannot hold, means the same as its part
+        // before the NUL for ids, which hold none: `>= "p\0…"` is `> "p"`, `<= "p\0…"` is
+        // `<= "p"`.
         if let Some(l) = low {
-            conds.push((">=", l));
+            conds.push(match l.split_once('\0') {
+                Some((p, _)) => (">", p),
+                None => (">=", l),
+            });
         }
         if let Some(h) = high {
-            conds.push(("<=", h));
+            conds.push(("<=", h.split('\0').next().unwrap_or_default()));
         }
         if let Some(cur) = &self.cursor {
             conds.push((if desc { "<" } else { ">" }, cur));
@@ -143,13 +156,17 @@ impl Lister {
         for (i, (op, _)) in conds.iter().enumerate() {
             sql.push_str(&format!(" AND id {op} ${}", i + 2));
         }
+        // The page size is a parameter: one cached statement per shape, not per size.
         sql.push_str(&format!(
-            " ORDER BY id {} LIMIT {page}",
-            if desc { "DESC" } else { "ASC" }
+            " ORDER BY id {} LIMIT ${}",
+            if desc { "DESC" } else { "ASC" },
+            conds.len() + 2
         ));
         let stmt = client.prepare_cached(&sql).await.map_err(pg_error)?;
+        let limit = i64::try_from(page).unwrap_or(i64::MAX);
         let mut params: Vec<&(dyn ToSql + Sync)> = vec![&self.instance];
-        params.extend(conds.iter().map(|(_, v)| *v as &(dyn ToSql + Sync)));
+        params.extend(conds.iter().map(|(_, v)| v as &(dyn ToSql + Sync)));
+        params.push(&limit);
         let rows = client.query(&stmt, &params).await.map_err(pg_error)?;
         if rows.len() < page {
             self.done = true;

@@ -16,7 +16,10 @@ use serde_json::Value;
 use tokio_postgres::types::ToSql;
 
 use super::{Indexes, PgDocStore, instance_gone, missing};
-use crate::error::{pg_error, unique_as};
+use crate::{
+    database::PgClient,
+    error::{pg_error, unique_as},
+};
 
 /// How often a write is recomputed when the index definitions keep changing under it.
 const MAX_ATTEMPTS: usize = 8;
@@ -130,11 +133,11 @@ fn changed_too_often(instance: &Instance) -> Error {
     ))
 }
 
-/// Read the definitions anew after a write found another version; [`Error::NotFound`]
-/// when the instance is gone.
-async fn reload(store: &PgDocStore, instance: &Instance) -> Result<()> {
-    let client = store.db.client().await?;
-    store.indexes_at(&**client, instance, None).await.map(drop)
+/// Read the definitions anew, through the connection the write holds (asking the pool for
+/// a second one could exhaust it), after a write found another version;
+/// [`Error::NotFound`] when the instance is gone.
+async fn reload(store: &PgDocStore, client: &PgClient, instance: &Instance) -> Result<()> {
+    store.indexes_at(&***client, instance, None).await.map(drop)
 }
 
 pub(super) async fn create(
@@ -174,7 +177,7 @@ pub(super) async fn create(
         if inserted == 1 {
             return Ok(());
         }
-        reload(store, instance).await?;
+        reload(store, &client, instance).await?;
     }
     Err(changed_too_often(instance))
 }
@@ -217,7 +220,7 @@ async fn unindexed(
         if matched == 1 {
             return Ok(Some(changed == 1));
         }
-        reload(store, instance).await?;
+        reload(store, &client, instance).await?;
     }
     Err(changed_too_often(instance))
 }
@@ -309,20 +312,75 @@ impl<'a> Op<'a> {
 }
 
 /// Apply `ops` in order in one transaction; for each, whether it applied (an update or
-/// delete of a missing document does not).
+/// delete of a missing document does not). A transaction PostgreSQL ends as a deadlock
+/// victim runs again: two writes of overlapping documents can lock them in different
+/// orders (a document one found missing may exist by the time it upserts), and each
+/// attempt recomputes everything from what it reads.
+async fn apply(store: &PgDocStore, instance: &Instance, ops: &[Op<'_>]) -> Result<Vec<bool>> {
+    let mut attempt = 0;
+    loop {
+        match apply_once(store, instance, ops).await {
+            Ok(applied) => return Ok(applied),
+            Err(Failed::Retry(e)) if attempt < MAX_ATTEMPTS => {
+                tracing::debug!(
+                    error = %crate::error::detail(&e),
+                    attempt,
+                    "a write transaction runs again"
+                );
+                attempt += 1;
+            }
+            Err(Failed::Retry(e)) => return Err(pg_error(e)),
+            Err(Failed::Other(e)) => return Err(e),
+        }
+    }
+}
+
+/// Why [`apply_once`] failed.
+enum Failed {
+    /// A deadlock or serialization failure: the transaction may simply run again.
+    Retry(tokio_postgres::Error),
+    /// Anything else.
+    Other(Error),
+}
+
+impl From<Error> for Failed {
+    fn from(e: Error) -> Self {
+        Self::Other(e)
+    }
+}
+
+/// [`pg_error`], keeping apart the failures a new attempt may not meet.
+fn pg(e: tokio_postgres::Error) -> Failed {
+    use tokio_postgres::error::SqlState;
+    match e.code() {
+        Some(c)
+            if *c == SqlState::T_R_DEADLOCK_DETECTED
+                || *c == SqlState::T_R_SERIALIZATION_FAILURE =>
+        {
+            Failed::Retry(e)
+        }
+        _ => Failed::Other(pg_error(e)),
+    }
+}
+
+/// One attempt of [`apply`].
 ///
 /// The documents the transaction touches are locked before their index entries are
 /// rewritten, and the final state of each is written once: existing ones locked in id
 /// order, the upsert (which waits for a concurrent creator of the same id), then old
 /// entries deleted by a statement that sees every committed entry, then the new ones.
-async fn apply(store: &PgDocStore, instance: &Instance, ops: &[Op<'_>]) -> Result<Vec<bool>> {
+async fn apply_once(
+    store: &PgDocStore,
+    instance: &Instance,
+    ops: &[Op<'_>],
+) -> std::result::Result<Vec<bool>, Failed> {
     let iid = instance.id.0;
     let mut client = store.db.client().await?;
-    let tx = client.transaction().await.map_err(pg_error)?;
+    let tx = client.transaction().await.map_err(pg)?;
     let version: i64 = tx
         .query_opt(LOCK_INSTANCE, &[&iid])
         .await
-        .map_err(pg_error)?
+        .map_err(pg)?
         .ok_or_else(|| instance_gone(instance))?
         .get(0);
     // Under the shared lock no definition can change until the commit.
@@ -331,11 +389,11 @@ async fn apply(store: &PgDocStore, instance: &Instance, ops: &[Op<'_>]) -> Resul
     let mut touched: Vec<&str> = ops.iter().map(Op::id).collect();
     touched.sort_unstable();
     touched.dedup();
-    let lock = tx.prepare_cached(LOCK_DOCS).await.map_err(pg_error)?;
+    let lock = tx.prepare_cached(LOCK_DOCS).await.map_err(pg)?;
     let existing: HashSet<String> = tx
         .query(&lock, &[&iid, &touched])
         .await
-        .map_err(pg_error)?
+        .map_err(pg)?
         .iter()
         .map(|r| r.get(0))
         .collect();
@@ -382,24 +440,20 @@ async fn apply(store: &PgDocStore, instance: &Instance, ops: &[Op<'_>]) -> Resul
         }
     }
     if !put_ids.is_empty() {
-        let upsert = tx.prepare_cached(UPSERT_DOCS).await.map_err(pg_error)?;
+        let upsert = tx.prepare_cached(UPSERT_DOCS).await.map_err(pg)?;
         tx.execute(&upsert, &[&iid, &put_ids, &put_texts, &put_refused])
             .await
-            .map_err(pg_error)?;
+            .map_err(pg)?;
     }
     if !gone.is_empty() {
-        let delete = tx.prepare_cached(DELETE_DOCS).await.map_err(pg_error)?;
-        tx.execute(&delete, &[&iid, &gone])
-            .await
-            .map_err(pg_error)?;
+        let delete = tx.prepare_cached(DELETE_DOCS).await.map_err(pg)?;
+        tx.execute(&delete, &[&iid, &gone]).await.map_err(pg)?;
     }
     if !idx.defs.is_empty() {
         let rewritten: Vec<&str> = put_ids.iter().chain(&gone).copied().collect();
         if !rewritten.is_empty() {
-            let delete = tx.prepare_cached(DELETE_KEYS).await.map_err(pg_error)?;
-            tx.execute(&delete, &[&iid, &rewritten])
-                .await
-                .map_err(pg_error)?;
+            let delete = tx.prepare_cached(DELETE_KEYS).await.map_err(pg)?;
+            tx.execute(&delete, &[&iid, &rewritten]).await.map_err(pg)?;
         }
         let (mut nums, mut keys, mut ids) = (Vec::new(), Vec::new(), Vec::new());
         for (id, text) in put_ids.iter().zip(&put_texts) {
@@ -410,13 +464,13 @@ async fn apply(store: &PgDocStore, instance: &Instance, ops: &[Op<'_>]) -> Resul
             }
         }
         if !nums.is_empty() {
-            let insert = tx.prepare_cached(INSERT_KEYS).await.map_err(pg_error)?;
+            let insert = tx.prepare_cached(INSERT_KEYS).await.map_err(pg)?;
             tx.execute(&insert, &[&iid, &nums, &keys, &ids])
                 .await
-                .map_err(pg_error)?;
+                .map_err(pg)?;
         }
     }
-    tx.commit().await.map_err(pg_error)?;
+    tx.commit().await.map_err(pg)?;
     Ok(applied)
 }
 

@@ -266,6 +266,33 @@ async fn bulk_reports_each_entry_in_one_transaction() {
     );
 }
 
+/// A bulk entry with a number no engine can read back (an exponent beyond `f64`) is refused
+/// alone; entries with exponents in range are stored readably, and queries keep working.
+#[tokio::test]
+async fn bulk_numbers_out_of_range_are_refused_not_stored() {
+    let s = server_with("n").await;
+    let body = r#"[{"_id":"huge","x":1e200000},{"_id":"tiny","x":1e-20000},{"_id":"k","x":2E3}]"#;
+    let req = s
+        .request(Method::POST, "/data/n/_bulk")
+        .header("content-type", "application/json")
+        .body(body);
+    let r = s.send(req).await.expect(200);
+    let results = r.body["results"].as_array().unwrap();
+    assert_eq!(results[0]["ok"], false, "{}", r.body);
+    assert_eq!(results[1], json!({"id": "tiny", "ok": true}));
+    assert_eq!(results[2], json!({"id": "k", "ok": true}));
+    s.get("/data/n/huge").await.expect(404);
+    assert_eq!(
+        s.get("/data/n/k").await.body["doc"],
+        json!({"_id": "k", "x": 2000.0})
+    );
+    let r = s
+        .post("/data/n/_query", json!({"selector": {"x": {"$gte": 0}}}))
+        .await
+        .expect(200);
+    assert_eq!(ids(&r.body), ["k", "tiny"]);
+}
+
 #[tokio::test]
 async fn list_ranges_keys_descending_and_streaming() {
     let s = server_with("l").await;
