@@ -7,7 +7,7 @@
 //! - `d<id>_i<num>`: one table per index, `(k BLOB, id TEXT)` with primary key `(k, id)`,
 //!   `k` the [`keycode`](quintet_core::mango::keycode) encoding of the indexed fields.
 //!
-//! Recently read documents are also held in memory ([`crate::hot_docs`]); writes drop the
+//! Recently read documents are also held in memory ([`crate::hot`]); writes drop the
 //! ones they change once committed, before they are acknowledged.
 //!
 //! Every write maintains every index of its instance inside the same transaction. The
@@ -44,7 +44,7 @@ use rusqlite::{Connection, OptionalExtension, params, params_from_iter};
 use serde_json::{Value, value::RawValue};
 
 use crate::{
-    hot_docs::HotDocs,
+    hot::HotDocs,
     instance_store::TableLifecycle,
     sqlite::{SqliteDb, SqliteOptions, is_unique_violation, sql_error},
 };
@@ -103,7 +103,7 @@ impl SqliteDocStore {
             writer_indexes: Arc::default(),
             reader_indexes: Arc::default(),
             generation: Arc::default(),
-            hot: Arc::new(HotDocs::new(crate::hot_docs::HOT_DOCS_BYTES)),
+            hot: Arc::new(HotDocs::new(crate::hot::HOT_DOCS_BYTES)),
         })
     }
 

@@ -15,7 +15,7 @@
 pub mod cache;
 pub mod data;
 pub mod datadir;
-pub mod hot_docs;
+pub mod hot;
 pub mod instance_store;
 pub mod queue;
 pub mod registry;

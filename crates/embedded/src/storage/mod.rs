@@ -16,6 +16,10 @@
 //! a file outside the instance, `a` and `a/b` coexist, and listing is an index range scan.
 //! Blobs left behind by a crash (written but not committed, or replaced but not yet
 //! removed) are collected by `sweep` at start-up.
+//!
+//! Recently downloaded inline objects are also held in memory ([`crate::hot`], 32 MiB):
+//! downloading a popular small object again reads no SQLite page. Every write of a path
+//! (upload, removal) drops it there once committed, before it is acknowledged.
 
 mod blobs;
 mod key;
@@ -34,9 +38,13 @@ use quintet_core::{
 use rusqlite::{Connection, OptionalExtension, params};
 
 use crate::{
+    hot::{Held, HotCache},
     instance_store::{InstanceDirs, TableLifecycle, blocking},
     sqlite::{SqliteDb, SqliteOptions, sql_error},
 };
+
+/// Bytes of inline objects held in memory at most (every instance together).
+pub const HOT_OBJECTS_BYTES: usize = 32 << 20;
 
 /// Objects of every storage instance: blob files per instance directory, metadata in
 /// `storage.db`.
@@ -46,6 +54,18 @@ pub struct FsBlobStore {
     tables: TableLifecycle,
     signer: UrlSigner,
     clock: Arc<dyn Clock>,
+    hot: Arc<HotCache<HotObject>>,
+}
+
+/// An inline object held in memory: its metadata and its whole content.
+#[derive(Debug, Clone)]
+struct HotObject(Arc<(ObjectMeta, Bytes)>);
+
+impl Held for HotObject {
+    fn held_bytes(&self) -> usize {
+        let (meta, data) = &*self.0;
+        data.len() + meta.path.as_str().len() + meta.content_type.len() + meta.etag.len()
+    }
 }
 
 /// An instance's objects (`blob` is NULL for small objects kept inline) and the content
@@ -83,6 +103,7 @@ impl FsBlobStore {
             tables: TableLifecycle::new(db, "o", ddl),
             signer: UrlSigner::new(key::load_or_create(&data_dir.join("presign.key"))?),
             clock,
+            hot: Arc::new(HotCache::new(HOT_OBJECTS_BYTES)),
         })
     }
 
@@ -124,47 +145,59 @@ impl FsBlobStore {
         let table = self.tables.table(instance.id);
         let meta = meta.clone();
         let gone = gone(instance);
+        let forget = self.forget(instance.id, &meta.path);
         self.db()
-            .write(move |c| {
-                let sql = |e| map_sql_gone(e, &gone);
-                let path = meta.path.as_str();
-                let old: Option<String> = c
-                    .prepare_cached(&format!("SELECT blob FROM \"{table}\" WHERE path = ?1"))
-                    .and_then(|mut st| st.query_row([path], |r| r.get(0)).optional())
-                    .map_err(sql)?
-                    .flatten();
-                c.prepare_cached(&format!(
-                    "INSERT INTO \"{table}\" ({COLUMNS}) VALUES (?1, ?2, ?3, ?4, ?5, ?6) \
+            .write_then(
+                move |c| {
+                    let sql = |e| map_sql_gone(e, &gone);
+                    let path = meta.path.as_str();
+                    let old: Option<String> = c
+                        .prepare_cached(&format!("SELECT blob FROM \"{table}\" WHERE path = ?1"))
+                        .and_then(|mut st| st.query_row([path], |r| r.get(0)).optional())
+                        .map_err(sql)?
+                        .flatten();
+                    c.prepare_cached(&format!(
+                        "INSERT INTO \"{table}\" ({COLUMNS}) VALUES (?1, ?2, ?3, ?4, ?5, ?6) \
                      ON CONFLICT (path) DO UPDATE SET blob = excluded.blob, \
                      size = excluded.size, content_type = excluded.content_type, \
                      etag = excluded.etag, modified_ms = excluded.modified_ms"
-                ))
-                .and_then(|mut st| {
-                    st.execute(params![
-                        path,
-                        blob,
-                        i64::try_from(meta.size).unwrap_or(i64::MAX),
-                        meta.content_type,
-                        meta.etag,
-                        meta.modified_ms
-                    ])
-                })
-                .map_err(sql)?;
-                match inline {
-                    Some(data) => c
-                        .prepare_cached(&format!(
-                            "INSERT INTO \"{table}_inline\" (path, data) VALUES (?1, ?2) \
+                    ))
+                    .and_then(|mut st| {
+                        st.execute(params![
+                            path,
+                            blob,
+                            i64::try_from(meta.size).unwrap_or(i64::MAX),
+                            meta.content_type,
+                            meta.etag,
+                            meta.modified_ms
+                        ])
+                    })
+                    .map_err(sql)?;
+                    match inline {
+                        Some(data) => c
+                            .prepare_cached(&format!(
+                                "INSERT INTO \"{table}_inline\" (path, data) VALUES (?1, ?2) \
                              ON CONFLICT (path) DO UPDATE SET data = excluded.data"
-                        ))
-                        .and_then(|mut st| st.execute(params![path, &data[..]])),
-                    None => c
-                        .prepare_cached(&format!("DELETE FROM \"{table}_inline\" WHERE path = ?1"))
-                        .and_then(|mut st| st.execute([path])),
-                }
-                .map_err(sql)?;
-                Ok(old)
-            })
+                            ))
+                            .and_then(|mut st| st.execute(params![path, &data[..]])),
+                        None => c
+                            .prepare_cached(&format!(
+                                "DELETE FROM \"{table}_inline\" WHERE path = ?1"
+                            ))
+                            .and_then(|mut st| st.execute([path])),
+                    }
+                    .map_err(sql)?;
+                    Ok(old)
+                },
+                forget,
+            )
             .await
+    }
+
+    /// What a write of `path` runs once committed: drop the object from the held ones.
+    fn forget(&self, instance: InstanceId, path: &ObjectPath) -> impl FnOnce() + Send + 'static {
+        let (hot, path) = (Arc::clone(&self.hot), path.as_str().to_owned());
+        move || hot.invalidate(instance, [path.as_str()])
     }
 
     /// Remove blob files of live instances that no row references (left by a crash).
@@ -250,6 +283,31 @@ impl Row {
     }
 }
 
+/// An inline object read whole from `data`, or the part `range` asks for.
+fn inline_object(meta: ObjectMeta, data: &Bytes, range: Option<RangeSpec>) -> Result<Object> {
+    let range = range.map(|r| r.resolve(meta.size)).transpose()?;
+    let (start, len) = match range {
+        Some(r) => (r.start, r.len()),
+        None => (0, meta.size),
+    };
+    let part = usize::try_from(start)
+        .ok()
+        .zip(usize::try_from(start + len).ok())
+        .and_then(|(from, to)| data.get(from..to))
+        .map(|s| data.slice_ref(s))
+        .ok_or_else(|| {
+            Error::internal(format!(
+                "inline object {} is shorter than its size",
+                meta.path
+            ))
+        })?;
+    Ok(Object {
+        meta,
+        range,
+        body: blobs::once(part),
+    })
+}
+
 fn gone(instance: &Instance) -> Error {
     Error::not_found(format!(
         "storage instance \"{}\" does not exist any more",
@@ -327,13 +385,18 @@ impl Lifecycle for FsBlobStore {
     }
 
     async fn drop_instance(&self, instance: &Instance) -> Result<()> {
-        self.tables.drop(instance.id).await?;
+        let dropped = self.tables.drop(instance.id).await;
+        // Forgotten even when the drop failed: what is held may be gone in part.
+        self.hot.forget_instance(instance.id);
+        dropped?;
         let (dirs, id) = (self.dirs.clone(), instance.id);
         blocking(move || dirs.remove(id)).await
     }
 
     async fn sweep(&self, live: &[InstanceId]) -> Result<usize> {
-        let tables = self.tables.sweep(live).await?;
+        let tables = self.tables.sweep(live).await;
+        self.hot.retain_instances(live);
+        let tables = tables?;
         let (this, live) = (self.clone(), live.to_vec());
         let dirs = blocking(move || {
             let dirs = this.dirs.sweep(&live)?;
@@ -424,6 +487,9 @@ impl BlobStore for FsBlobStore {
     }
 
     async fn head(&self, instance: &Instance, path: &ObjectPath) -> Result<Option<ObjectMeta>> {
+        if let Ok(held) = self.hot.get(instance.id, path.as_str()) {
+            return Ok(Some(held.0.0.clone()));
+        }
         self.lookup(instance, path, false)?
             .map(|row| row.meta())
             .transpose()
@@ -435,27 +501,26 @@ impl BlobStore for FsBlobStore {
         path: &ObjectPath,
         range: Option<RangeSpec>,
     ) -> Result<Option<Object>> {
+        let miss = match self.hot.get(instance.id, path.as_str()) {
+            Ok(held) => {
+                let (meta, data) = &*held.0;
+                return inline_object(meta.clone(), data, range).map(Some);
+            }
+            Err(miss) => miss,
+        };
         let dir = self.dirs.dir(instance.id);
         for _ in 0..READ_ATTEMPTS {
             let Some(row) = self.lookup(instance, path, true)? else {
                 return Ok(None);
             };
             let meta = row.meta()?;
-            let range = range.map(|r| r.resolve(meta.size)).transpose()?;
-            let (start, len) = match range {
-                Some(r) => (r.start, r.len()),
-                None => (0, meta.size),
-            };
             let blob = match (row.data, row.blob) {
                 (Some(data), _) => {
                     let data = Bytes::from(data);
-                    let end = usize::try_from(start + len).unwrap_or(usize::MAX);
-                    let part = data.get(start as usize..end).map(|s| data.slice_ref(s));
-                    let part = part.ok_or_else(|| {
-                        Error::internal(format!("inline object {path} is shorter than its size"))
-                    })?;
-                    let body = blobs::once(part);
-                    return Ok(Some(Object { meta, range, body }));
+                    let object = inline_object(meta.clone(), &data, range)?;
+                    let held = HotObject(Arc::new((meta, data)));
+                    self.hot.fill(instance.id, path.as_str(), &held, miss);
+                    return Ok(Some(object));
                 }
                 (None, Some(blob)) => blob,
                 (None, None) => {
@@ -463,6 +528,11 @@ impl BlobStore for FsBlobStore {
                         "object {path} has neither a blob nor inline content"
                     )));
                 }
+            };
+            let range = range.map(|r| r.resolve(meta.size)).transpose()?;
+            let (start, len) = match range {
+                Some(r) => (r.start, r.len()),
+                None => (0, meta.size),
             };
             match blobs::read(dir.join(&blob), start, len).await {
                 Ok(body) => return Ok(Some(Object { meta, range, body })),
@@ -481,24 +551,28 @@ impl BlobStore for FsBlobStore {
         let table = self.tables.table(instance.id);
         let (gone, missing) = (gone(instance), missing_object(instance, path));
         let key = path.as_str().to_owned();
+        let forget = self.forget(instance.id, path);
         let blob = self
             .db()
-            .write(move |c| {
-                let blob = c
-                    .prepare_cached(&format!(
-                        "DELETE FROM \"{table}\" WHERE path = ?1 RETURNING blob"
-                    ))
-                    .and_then(|mut st| {
-                        st.query_row([&key], |r| r.get::<_, Option<String>>(0))
-                            .optional()
-                    })
-                    .map_err(|e| map_sql_gone(e, &gone))?
-                    .ok_or(missing)?;
-                c.prepare_cached(&format!("DELETE FROM \"{table}_inline\" WHERE path = ?1"))
-                    .and_then(|mut st| st.execute([&key]))
-                    .map_err(|e| map_sql_gone(e, &gone))?;
-                Ok(blob)
-            })
+            .write_then(
+                move |c| {
+                    let blob = c
+                        .prepare_cached(&format!(
+                            "DELETE FROM \"{table}\" WHERE path = ?1 RETURNING blob"
+                        ))
+                        .and_then(|mut st| {
+                            st.query_row([&key], |r| r.get::<_, Option<String>>(0))
+                                .optional()
+                        })
+                        .map_err(|e| map_sql_gone(e, &gone))?
+                        .ok_or(missing)?;
+                    c.prepare_cached(&format!("DELETE FROM \"{table}_inline\" WHERE path = ?1"))
+                        .and_then(|mut st| st.execute([&key]))
+                        .map_err(|e| map_sql_gone(e, &gone))?;
+                    Ok(blob)
+                },
+                forget,
+            )
             .await?;
         let Some(blob) = blob else {
             return Ok(()); // an inline object: nothing on disk

@@ -300,3 +300,141 @@ fn url_query(url: &str) -> (i64, String) {
         s.strip_prefix("sig=").unwrap().to_owned(),
     )
 }
+
+/// The version byte of `path`'s content and its metadata's size, or `None` when missing;
+/// checks that metadata and content agree.
+async fn held_version(store: &FsBlobStore, inst: &Instance, path: &ObjectPath) -> Option<u8> {
+    let obj = store.get(inst, path, None).await.unwrap()?;
+    let size = obj.meta.size;
+    let bytes = collect(obj.body).await;
+    assert_eq!(
+        bytes.len() as u64,
+        size,
+        "metadata and content of one version"
+    );
+    let head = store
+        .head(inst, path)
+        .await
+        .unwrap()
+        .expect("head of a present object");
+    assert!(head.size >= 1);
+    bytes.first().copied()
+}
+
+#[tokio::test]
+async fn small_objects_read_again_come_from_memory_and_writes_replace_them() {
+    let dir = tempfile::tempdir().unwrap();
+    let store = FsBlobStore::open(dir.path(), Arc::new(SystemClock)).unwrap();
+    let inst = instance(1);
+    store.create_instance(&inst).await.unwrap();
+    store
+        .put(
+            &inst,
+            &p("s"),
+            "text/plain",
+            body(vec![b"0123456789".to_vec()]),
+        )
+        .await
+        .unwrap();
+    assert_eq!(held_version(&store, &inst, &p("s")).await, Some(b'0'));
+    assert!(store.hot.bytes() > 0, "the read filled the held objects");
+    // A range of a held object.
+    let range = quintet_core::object::RangeSpec::FromTo(2, 4);
+    let part = store
+        .get(&inst, &p("s"), Some(range))
+        .await
+        .unwrap()
+        .unwrap();
+    assert_eq!(part.range.map(|r| (r.start, r.len())), Some((2, 3)));
+    assert_eq!(collect(part.body).await, b"234");
+    // Overwritten small, then large (a blob file), then small again.
+    store
+        .put(&inst, &p("s"), "text/plain", body(vec![b"abc".to_vec()]))
+        .await
+        .unwrap();
+    assert_eq!(held_version(&store, &inst, &p("s")).await, Some(b'a'));
+    store
+        .put(&inst, &p("s"), "text/plain", body(vec![large(7)]))
+        .await
+        .unwrap();
+    assert_eq!(held_version(&store, &inst, &p("s")).await, Some(7));
+    store
+        .put(&inst, &p("s"), "image/png", body(vec![b"xy".to_vec()]))
+        .await
+        .unwrap();
+    let meta = store.head(&inst, &p("s")).await.unwrap().unwrap();
+    assert_eq!((meta.size, meta.content_type.as_str()), (2, "image/png"));
+    assert_eq!(held_version(&store, &inst, &p("s")).await, Some(b'x'));
+    store.delete(&inst, &p("s")).await.unwrap();
+    assert!(store.get(&inst, &p("s"), None).await.unwrap().is_none());
+    assert!(store.head(&inst, &p("s")).await.unwrap().is_none());
+    // Dropping the instance forgets what it held.
+    store
+        .put(&inst, &p("t"), "text/plain", body(vec![b"t".to_vec()]))
+        .await
+        .unwrap();
+    assert_eq!(held_version(&store, &inst, &p("t")).await, Some(b't'));
+    store.drop_instance(&inst).await.unwrap();
+    assert_eq!(store.hot.bytes(), 0);
+    store.create_instance(&inst).await.unwrap();
+    assert!(store.get(&inst, &p("t"), None).await.unwrap().is_none());
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn reads_racing_overwrites_never_bring_back_an_acknowledged_version() {
+    let dir = tempfile::tempdir().unwrap();
+    let store = Arc::new(FsBlobStore::open(dir.path(), Arc::new(SystemClock)).unwrap());
+    let inst = instance(1);
+    store.create_instance(&inst).await.unwrap();
+    let path = p("hot");
+    let stop = Arc::new(std::sync::atomic::AtomicBool::new(false));
+    let readers: Vec<_> = (0..6)
+        .map(|_| {
+            let (store, inst, path, stop) = (
+                Arc::clone(&store),
+                inst.clone(),
+                path.clone(),
+                Arc::clone(&stop),
+            );
+            tokio::spawn(async move {
+                while !stop.load(std::sync::atomic::Ordering::Relaxed) {
+                    if let Some(obj) = store.get(&inst, &path, None).await.unwrap() {
+                        collect(obj.body).await;
+                    }
+                    // A held object answers without suspending: yield, so the runtime can
+                    // stop these tasks if the test fails.
+                    tokio::task::yield_now().await;
+                }
+            })
+        })
+        .collect();
+    for v in 1..=200u8 {
+        // Sizes differ per version, so metadata and content of two versions never agree.
+        let content = vec![v; usize::from(v)];
+        store
+            .put(
+                &inst,
+                &path,
+                "application/octet-stream",
+                body(vec![content]),
+            )
+            .await
+            .unwrap();
+        assert_eq!(
+            held_version(&store, &inst, &path).await,
+            Some(v),
+            "after write {v}"
+        );
+        let meta = store.head(&inst, &path).await.unwrap().unwrap();
+        assert_eq!(meta.size, u64::from(v), "head after write {v}");
+    }
+    store.delete(&inst, &path).await.unwrap();
+    assert!(
+        store.get(&inst, &path, None).await.unwrap().is_none(),
+        "after the removal"
+    );
+    stop.store(true, std::sync::atomic::Ordering::Relaxed);
+    for r in readers {
+        r.await.unwrap();
+    }
+}

@@ -1,9 +1,10 @@
-//! Recently read documents, held in memory so that reading a popular document again
-//! touches no SQLite page: a read transaction in WAL mode (locks of the shared index,
-//! the B-tree walk, the statement reset) was the largest part of `GET /data/<d>/<id>`.
+//! Recently read entries (documents, small objects), held in memory so that reading a
+//! popular one again touches no SQLite page: a read transaction in WAL mode (locks of the
+//! shared index, the B-tree walk, the statement reset) was the largest part of
+//! `GET /data/<d>/<id>` and of downloading a small object.
 //!
 //! Bounded by bytes, oldest fill evicted first. Only reads fill it; writes empty the
-//! entries of the documents they changed once their batch committed (see
+//! entries they changed once their batch committed (see
 //! [`crate::sqlite::SqliteDb::write_then`]), before they are acknowledged.
 //!
 //! **Why a read never leaves an old version behind.** A reader notes the epoch before it
@@ -23,81 +24,107 @@ use quintet_core::{InstanceId, ports::data::RawJson};
 /// Bytes of documents held at most (documents of every instance together).
 pub const HOT_DOCS_BYTES: usize = 32 << 20;
 
-/// Documents larger than this are not held: they are rarely the hot ones, and each would
+/// Entries larger than this are not held: they are rarely the hot ones, and each would
 /// push out many small ones.
-pub const HOT_DOC_MAX_BYTES: usize = 64 << 10;
+pub const HOT_ENTRY_MAX_BYTES: usize = 64 << 10;
 
-/// Per-entry bookkeeping beyond the id and the text, roughly.
+/// Per-entry bookkeeping beyond the key and the value, roughly.
 const ENTRY_OVERHEAD: usize = 64;
+
+/// A value the cache can hold: cheap to clone, and of a known size.
+pub trait Held: Clone {
+    /// Bytes the value occupies, roughly.
+    fn held_bytes(&self) -> usize;
+}
+
+impl Held for RawJson {
+    fn held_bytes(&self) -> usize {
+        self.get().len()
+    }
+}
+
+/// The cache of documents of the data service.
+pub type HotDocs = HotCache<RawJson>;
 
 type Key = (InstanceId, Box<str>);
 
-#[derive(Debug, Default)]
-struct State {
-    /// Per instance, so a lookup borrows the id instead of building a key.
-    docs: HashMap<InstanceId, HashMap<Box<str>, RawJson>>,
+#[derive(Debug)]
+struct State<V> {
+    /// Per instance, so a lookup borrows the key instead of building one.
+    entries: HashMap<InstanceId, HashMap<Box<str>, V>>,
     /// Keys in fill order; may hold keys since removed (skipped when evicting).
     order: VecDeque<Key>,
     bytes: usize,
     epoch: u64,
 }
 
-impl State {
-    fn remove(&mut self, instance: InstanceId, id: &str) {
-        let Some(docs) = self.docs.get_mut(&instance) else {
+impl<V> Default for State<V> {
+    fn default() -> Self {
+        Self {
+            entries: HashMap::new(),
+            order: VecDeque::new(),
+            bytes: 0,
+            epoch: 0,
+        }
+    }
+}
+
+impl<V: Held> State<V> {
+    fn remove(&mut self, instance: InstanceId, key: &str) {
+        let Some(entries) = self.entries.get_mut(&instance) else {
             return;
         };
-        if let Some(gone) = docs.remove(id) {
-            self.bytes -= cost(id, &gone);
+        if let Some(gone) = entries.remove(key) {
+            self.bytes -= cost(key, &gone);
         }
-        if docs.is_empty() {
-            self.docs.remove(&instance);
+        if entries.is_empty() {
+            self.entries.remove(&instance);
         }
     }
 }
 
 /// The cache: see the module documentation.
 #[derive(Debug)]
-pub struct HotDocs {
-    state: Mutex<State>,
+pub struct HotCache<V> {
+    state: Mutex<State<V>>,
     budget: usize,
 }
 
-/// A cache miss: the epoch to hand back to [`HotDocs::fill`].
+/// A cache miss: the epoch to hand back to [`HotCache::fill`].
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct Miss(u64);
 
-fn cost(id: &str, doc: &RawJson) -> usize {
-    id.len() + doc.get().len() + ENTRY_OVERHEAD
+fn cost<V: Held>(key: &str, value: &V) -> usize {
+    key.len() + value.held_bytes() + ENTRY_OVERHEAD
 }
 
-impl HotDocs {
+impl<V: Held> HotCache<V> {
     /// A cache holding at most `budget` bytes.
     pub fn new(budget: usize) -> Self {
         Self {
-            state: Mutex::default(),
+            state: Mutex::new(State::default()),
             budget,
         }
     }
 
-    fn lock(&self) -> MutexGuard<'_, State> {
+    fn lock(&self) -> MutexGuard<'_, State<V>> {
         // Every change leaves the state consistent, so a poisoned lock is still usable.
         self.state.lock().unwrap_or_else(|e| e.into_inner())
     }
 
-    /// The held document, or the epoch a fill after reading SQLite must present.
-    pub fn get(&self, instance: InstanceId, id: &str) -> Result<RawJson, Miss> {
+    /// The held value, or the epoch a fill after reading SQLite must present.
+    pub fn get(&self, instance: InstanceId, key: &str) -> Result<V, Miss> {
         let state = self.lock();
-        match state.docs.get(&instance).and_then(|docs| docs.get(id)) {
-            Some(doc) => Ok(doc.clone()),
+        match state.entries.get(&instance).and_then(|e| e.get(key)) {
+            Some(value) => Ok(value.clone()),
             None => Err(Miss(state.epoch)),
         }
     }
 
-    /// Hold `doc`, read from SQLite after `miss`, unless a write was acknowledged since.
-    pub fn fill(&self, instance: InstanceId, id: &str, doc: &RawJson, miss: Miss) {
-        let size = cost(id, doc);
-        if doc.get().len() > HOT_DOC_MAX_BYTES || size > self.budget {
+    /// Hold `value`, read from SQLite after `miss`, unless a write was acknowledged since.
+    pub fn fill(&self, instance: InstanceId, key: &str, value: &V, miss: Miss) {
+        let size = cost(key, value);
+        if value.held_bytes() > HOT_ENTRY_MAX_BYTES || size > self.budget {
             return;
         }
         let mut state = self.lock();
@@ -105,15 +132,15 @@ impl HotDocs {
             return;
         }
         let old = state
-            .docs
+            .entries
             .entry(instance)
             .or_default()
-            .insert(Box::from(id), doc.clone());
+            .insert(Box::from(key), value.clone());
         if let Some(old) = old {
-            state.bytes -= cost(id, &old);
+            state.bytes -= cost(key, &old);
         }
         state.bytes += size;
-        state.order.push_back((instance, Box::from(id)));
+        state.order.push_back((instance, Box::from(key)));
         while state.bytes > self.budget {
             let Some((inst, oldest)) = state.order.pop_front() else {
                 break;
@@ -122,30 +149,44 @@ impl HotDocs {
         }
         // Keys removed by writes linger in the order; drop them before they outnumber
         // the held ones.
-        let held: usize = state.docs.values().map(HashMap::len).sum();
+        let held: usize = state.entries.values().map(HashMap::len).sum();
         if state.order.len() > 2 * held + 1024 {
-            let State { docs, order, .. } = &mut *state;
-            order.retain(|(i, k)| docs.get(i).is_some_and(|d| d.contains_key(k)));
+            let State { entries, order, .. } = &mut *state;
+            order.retain(|(i, k)| entries.get(i).is_some_and(|e| e.contains_key(k)));
         }
     }
 
-    /// Forget the documents `ids` of `instance` (a write changed them).
-    pub fn invalidate<'a>(&self, instance: InstanceId, ids: impl IntoIterator<Item = &'a str>) {
+    /// Forget the entries `keys` of `instance` (a write changed them).
+    pub fn invalidate<'a>(&self, instance: InstanceId, keys: impl IntoIterator<Item = &'a str>) {
         let mut state = self.lock();
         state.epoch += 1;
-        for id in ids {
-            state.remove(instance, id);
+        for key in keys {
+            state.remove(instance, key);
         }
     }
 
-    /// Forget every document of `instance` (it was dropped).
+    /// Forget every entry of `instance` (it was dropped).
     pub fn forget_instance(&self, instance: InstanceId) {
         let mut state = self.lock();
         state.epoch += 1;
-        if let Some(docs) = state.docs.remove(&instance) {
-            let freed: usize = docs.iter().map(|(id, doc)| cost(id, doc)).sum();
+        if let Some(entries) = state.entries.remove(&instance) {
+            let freed: usize = entries.iter().map(|(k, v)| cost(k, v)).sum();
             state.bytes -= freed;
         }
+    }
+
+    /// Forget every entry of every instance not in `live` (their tables were swept).
+    pub fn retain_instances(&self, live: &[InstanceId]) {
+        let mut state = self.lock();
+        state.epoch += 1;
+        let State { entries, bytes, .. } = &mut *state;
+        entries.retain(|instance, held| {
+            let keep = live.contains(instance);
+            if !keep {
+                *bytes -= held.iter().map(|(k, v)| cost(k, v)).sum::<usize>();
+            }
+            keep
+        });
     }
 
     /// Bytes held.
@@ -204,7 +245,7 @@ mod tests {
             assert!(hot.get(A, k).is_ok(), "{k}");
         }
         assert_eq!(hot.bytes(), per * 3);
-        let big = doc(&format!(r#"{{"p":"{}"}}"#, "x".repeat(HOT_DOC_MAX_BYTES)));
+        let big = doc(&format!(r#"{{"p":"{}"}}"#, "x".repeat(HOT_ENTRY_MAX_BYTES)));
         let miss = hot.get(A, "big").unwrap_err();
         hot.fill(A, "big", &big, miss);
         assert!(hot.get(A, "big").is_err(), "large documents are not held");
@@ -218,6 +259,19 @@ mod tests {
             hot.fill(inst, "x", &doc("{}"), miss);
         }
         hot.forget_instance(A);
+        assert!(hot.get(A, "x").is_err());
+        assert!(hot.get(B, "x").is_ok());
+        assert_eq!(hot.bytes(), cost("x", &doc("{}")));
+    }
+
+    #[test]
+    fn a_sweep_forgets_the_instances_not_kept() {
+        let hot = HotDocs::new(1 << 20);
+        for inst in [A, B] {
+            let miss = hot.get(inst, "x").unwrap_err();
+            hot.fill(inst, "x", &doc("{}"), miss);
+        }
+        hot.retain_instances(&[B]);
         assert!(hot.get(A, "x").is_err());
         assert!(hot.get(B, "x").is_ok());
         assert_eq!(hot.bytes(), cost("x", &doc("{}")));
