@@ -7,9 +7,10 @@
 //! entries they changed once their batch committed (see
 //! [`crate::sqlite::SqliteDb::write_then`]), before they are acknowledged.
 //!
-//! **Why a read never leaves an old version behind.** A reader notes the epoch before it
-//! reads SQLite and fills only if no write was acknowledged since (every invalidation
-//! bumps the epoch). A reader that read the old rows before a commit therefore either
+//! **Why a read never leaves an old version behind.** A reader notes its instance's epoch
+//! before it reads SQLite and fills only if no write of that instance was acknowledged
+//! since (every invalidation bumps the instance's epoch; writes to other instances do not
+//! hold back its fills). A reader that read the old rows before a commit therefore either
 //! fills before that write's invalidation, which then removes the entry, or finds the
 //! epoch moved and does not fill. Between a commit and its invalidation a reader may still
 //! get the old version, which is fine: the write is not acknowledged yet.
@@ -55,7 +56,12 @@ struct State<V> {
     /// Keys in fill order; may hold keys since removed (skipped when evicting).
     order: VecDeque<Key>,
     bytes: usize,
-    epoch: u64,
+    /// Per instance, the value of `clock` at its last invalidation (absent: none yet).
+    epochs: HashMap<InstanceId, u64>,
+    /// Counts invalidations of every instance, so that an epoch is never given twice.
+    clock: u64,
+    /// Counts sweeps, which forget instances wholesale.
+    sweeps: u64,
 }
 
 impl<V> Default for State<V> {
@@ -64,8 +70,25 @@ impl<V> Default for State<V> {
             entries: HashMap::new(),
             order: VecDeque::new(),
             bytes: 0,
-            epoch: 0,
+            epochs: HashMap::new(),
+            clock: 0,
+            sweeps: 0,
         }
+    }
+}
+
+impl<V> State<V> {
+    fn miss(&self, instance: InstanceId) -> Miss {
+        Miss {
+            epoch: self.epochs.get(&instance).copied().unwrap_or(0),
+            sweeps: self.sweeps,
+        }
+    }
+
+    /// A write of `instance` was committed: reads of it that began before do not fill.
+    fn bump(&mut self, instance: InstanceId) {
+        self.clock += 1;
+        self.epochs.insert(instance, self.clock);
     }
 }
 
@@ -92,7 +115,10 @@ pub struct HotCache<V> {
 
 /// A cache miss: the epoch to hand back to [`HotCache::fill`].
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct Miss(u64);
+pub struct Miss {
+    epoch: u64,
+    sweeps: u64,
+}
 
 fn cost<V: Held>(key: &str, value: &V) -> usize {
     key.len() + value.held_bytes() + ENTRY_OVERHEAD
@@ -117,7 +143,7 @@ impl<V: Held> HotCache<V> {
         let state = self.lock();
         match state.entries.get(&instance).and_then(|e| e.get(key)) {
             Some(value) => Ok(value.clone()),
-            None => Err(Miss(state.epoch)),
+            None => Err(state.miss(instance)),
         }
     }
 
@@ -128,7 +154,7 @@ impl<V: Held> HotCache<V> {
             return;
         }
         let mut state = self.lock();
-        if state.epoch != miss.0 {
+        if state.miss(instance) != miss {
             return;
         }
         let old = state
@@ -159,7 +185,7 @@ impl<V: Held> HotCache<V> {
     /// Forget the entries `keys` of `instance` (a write changed them).
     pub fn invalidate<'a>(&self, instance: InstanceId, keys: impl IntoIterator<Item = &'a str>) {
         let mut state = self.lock();
-        state.epoch += 1;
+        state.bump(instance);
         for key in keys {
             state.remove(instance, key);
         }
@@ -168,7 +194,7 @@ impl<V: Held> HotCache<V> {
     /// Forget every entry of `instance` (it was dropped).
     pub fn forget_instance(&self, instance: InstanceId) {
         let mut state = self.lock();
-        state.epoch += 1;
+        state.bump(instance);
         if let Some(entries) = state.entries.remove(&instance) {
             let freed: usize = entries.iter().map(|(k, v)| cost(k, v)).sum();
             state.bytes -= freed;
@@ -178,7 +204,7 @@ impl<V: Held> HotCache<V> {
     /// Forget every entry of every instance not in `live` (their tables were swept).
     pub fn retain_instances(&self, live: &[InstanceId]) {
         let mut state = self.lock();
-        state.epoch += 1;
+        state.sweeps += 1;
         let State { entries, bytes, .. } = &mut *state;
         entries.retain(|instance, held| {
             let keep = live.contains(instance);
@@ -275,5 +301,27 @@ mod tests {
         assert!(hot.get(A, "x").is_err());
         assert!(hot.get(B, "x").is_ok());
         assert_eq!(hot.bytes(), cost("x", &doc("{}")));
+    }
+
+    #[test]
+    fn only_a_write_of_the_same_instance_holds_back_a_fill() {
+        let hot = HotDocs::new(1 << 20);
+        let miss = hot.get(A, "x").unwrap_err();
+        hot.invalidate(B, ["x"]);
+        hot.fill(A, "x", &doc("{}"), miss);
+        assert!(hot.get(A, "x").is_ok(), "a write of B does not concern A");
+        for interrupt in [
+            (|h: &HotDocs| h.invalidate(A, ["other"])) as fn(&HotDocs),
+            |h| h.forget_instance(A),
+            |h| h.retain_instances(&[A, B]),
+        ] {
+            let miss = hot.get(A, "y").unwrap_err();
+            interrupt(&hot);
+            hot.fill(A, "y", &doc("{}"), miss);
+            assert!(
+                hot.get(A, "y").is_err(),
+                "a read that overlapped is not held"
+            );
+        }
     }
 }
