@@ -36,7 +36,7 @@ use std::sync::Arc;
 
 use crate::{
     instance_store::TableLifecycle,
-    sqlite::{SqliteDb, SqliteOptions, is_unique_violation, sql_error},
+    sqlite::{SqliteDb, SqliteOptions, is_missing_table, is_unique_violation, sql_error},
 };
 
 const READY: &str = "READY";
@@ -113,7 +113,7 @@ impl SqliteJobQueue {
 /// Map an engine error, turning a missing table (the queue was destroyed) into NotFound.
 fn map_err(instance_name: &str) -> impl Fn(rusqlite::Error) -> Error + '_ {
     move |e| {
-        if e.to_string().contains("no such table") {
+        if is_missing_table(&e) {
             Error::not_found(format!("queue instance \"{instance_name}\" does not exist"))
         } else {
             sql_error(e)

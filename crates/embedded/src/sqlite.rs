@@ -284,9 +284,20 @@ fn open_error(path: &Path, e: rusqlite::Error) -> Error {
 }
 
 /// Map an engine error to an internal error; callers map constraint violations they
-/// expect (duplicate keys and the like) themselves, before reaching for this.
+/// expect (duplicate keys and the like) themselves, before reaching for this. A missing
+/// table is the one engine error a client can cause: every instance table exists from
+/// its instance's creation to its destruction, so the instance was destroyed while the
+/// request ran, and that is a 404.
 pub fn sql_error(e: rusqlite::Error) -> Error {
+    if is_missing_table(&e) {
+        return Error::not_found("the instance was destroyed while this request ran");
+    }
     Error::internal(format!("sqlite: {e}"))
+}
+
+/// Whether `e` says a table is gone (its instance was destroyed meanwhile).
+pub fn is_missing_table(e: &rusqlite::Error) -> bool {
+    matches!(e, rusqlite::Error::SqliteFailure(_, Some(msg)) if msg.starts_with("no such table"))
 }
 
 fn configure_writer(conn: &Connection) -> rusqlite::Result<()> {

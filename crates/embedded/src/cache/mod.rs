@@ -57,7 +57,7 @@ use self::{
 };
 use crate::{
     instance_store::InstanceTables,
-    sqlite::{SqliteDb, SqliteOptions, sql_error},
+    sqlite::{SqliteDb, SqliteOptions, is_missing_table, sql_error},
 };
 
 /// Most entries one background reclaim removes in one write.
@@ -403,18 +403,13 @@ fn delete_sql(conn: &Connection, victims: &[Victim]) -> Result<()> {
     Ok(())
 }
 
-/// Whether `e` says the table is gone (the instance was dropped meanwhile).
-fn no_such_table(e: &rusqlite::Error) -> bool {
-    e.to_string().contains("no such table")
-}
-
 /// The value under `key` if its row is still there and live at `now`.
 fn read_value(conn: &Connection, table: &str, key: &str, now: i64) -> Result<Option<CacheValue>> {
     let mut stmt = match conn.prepare_cached(&format!(
         "SELECT value, expires_ms FROM \"{table}\" WHERE key = ?1"
     )) {
         Ok(stmt) => stmt,
-        Err(e) if no_such_table(&e) => return Ok(None),
+        Err(e) if is_missing_table(&e) => return Ok(None),
         Err(e) => return Err(sql_error(e)),
     };
     stmt.query_row([key], |row| {

@@ -40,7 +40,7 @@ use rusqlite::{Connection, OptionalExtension, params};
 use crate::{
     hot::{Held, HotCache},
     instance_store::{InstanceDirs, TableLifecycle, blocking},
-    sqlite::{SqliteDb, SqliteOptions, sql_error},
+    sqlite::{SqliteDb, SqliteOptions, is_missing_table, sql_error},
 };
 
 /// Bytes of inline objects held in memory at most (every instance together).
@@ -313,10 +313,6 @@ fn gone(instance: &Instance) -> Error {
         "storage instance \"{}\" does not exist any more",
         instance.name
     ))
-}
-
-fn is_missing_table(e: &rusqlite::Error) -> bool {
-    matches!(e, rusqlite::Error::SqliteFailure(_, Some(msg)) if msg.starts_with("no such table"))
 }
 
 /// An engine error, where a missing table means the instance was destroyed meanwhile.

@@ -184,3 +184,102 @@ async fn application_form_addresses_the_named_application() {
     s.delete("/data/default").await.expect(404);
     s.send(as_app(reqwest::Method::DELETE)).await.expect(200);
 }
+
+/// Requests on an instance being destroyed and created again, for every type: each
+/// answers as if it ran before or after the destruction (2xx or 404), never 5xx.
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn requests_racing_a_destroy_answer_404_not_500() {
+    let s = TestServer::start().await;
+    let client = (*s).clone();
+    let requests: Vec<(&str, reqwest::Method, &str, Option<Value>)> = vec![
+        (
+            "data",
+            reqwest::Method::POST,
+            "/data/racing/_query",
+            Some(json!({"selector": {"a": {"$gt": 0}}})),
+        ),
+        (
+            "data",
+            reqwest::Method::POST,
+            "/data/racing",
+            Some(json!({"a": 1})),
+        ),
+        ("data", reqwest::Method::GET, "/data/racing?limit=5", None),
+        (
+            "data",
+            reqwest::Method::POST,
+            "/data/racing/_index",
+            Some(json!({"fields": ["a"]})),
+        ),
+        (
+            "queue",
+            reqwest::Method::GET,
+            "/queue/racing/_jobs?status=READY",
+            None,
+        ),
+        (
+            "queue",
+            reqwest::Method::GET,
+            "/queue/racing?status=ERROR",
+            None,
+        ),
+        (
+            "queue",
+            reqwest::Method::POST,
+            "/queue/racing",
+            Some(json!({"n": 1})),
+        ),
+        ("cache", reqwest::Method::POST, "/cache/racing/_query", None),
+        (
+            "cache",
+            reqwest::Method::POST,
+            "/cache/racing",
+            Some(json!({"key": "k", "value": {"v": 1}})),
+        ),
+        (
+            "search",
+            reqwest::Method::POST,
+            "/search/racing/_query",
+            Some(json!({"query": "word"})),
+        ),
+        (
+            "storage",
+            reqwest::Method::GET,
+            "/storage/racing?limit=5",
+            None,
+        ),
+    ];
+    for (kind, config) in configs() {
+        let stop = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
+        let ours: Vec<_> = requests.iter().filter(|r| r.0 == kind).cloned().collect();
+        let hammer = {
+            let (client, stop) = (client.clone(), stop.clone());
+            tokio::spawn(async move {
+                let mut seen = std::collections::BTreeSet::new();
+                while !stop.load(std::sync::atomic::Ordering::Relaxed) {
+                    for (_, method, path, body) in &ours {
+                        let mut req = client.request(method.clone(), path);
+                        if let Some(body) = body {
+                            req = req.json(body);
+                        }
+                        let r = client.send(req).await;
+                        assert!(r.status < 500, "{method} {path}: {} {}", r.status, r.text);
+                        seen.insert(r.status);
+                    }
+                }
+                seen
+            })
+        };
+        let path = format!("/{kind}/racing");
+        for _ in 0..60 {
+            s.put(&path, config.clone()).await.expect(201);
+            s.delete(&path).await.expect(200);
+        }
+        stop.store(true, std::sync::atomic::Ordering::Relaxed);
+        let seen = hammer.await.expect("no request answered 5xx");
+        assert!(
+            seen.contains(&404),
+            "{kind}: the race was not run: {seen:?}"
+        );
+    }
+}
