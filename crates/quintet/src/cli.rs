@@ -160,6 +160,11 @@ pub struct ServeArgs {
     #[arg(long, env = "QUINTET_SHUTDOWN_TIMEOUT", value_name = "SECONDS")]
     pub shutdown_timeout: Option<u64>,
 
+    /// Seconds a client may take to send a whole request head; past them the connection
+    /// is closed [default: 30]
+    #[arg(long, env = "QUINTET_HEADER_TIMEOUT", value_name = "SECONDS")]
+    pub header_timeout: Option<u64>,
+
     /// URL clients reach this server at, for the absolute URLs it hands out (pre-signed
     /// URLs, connection strings) [default: built from each request's Host header]
     #[arg(long, env = "QUINTET_PUBLIC_URL", value_name = "URL")]
@@ -260,6 +265,7 @@ pub(crate) struct FileConfig {
     max_body_bytes: Option<usize>,
     max_json_depth: Option<usize>,
     shutdown_timeout: Option<u64>,
+    header_timeout: Option<u64>,
     public_url: Option<String>,
     auth: Option<AuthMode>,
     jwt_secret: Option<String>,
@@ -321,6 +327,13 @@ impl ServeArgs {
         if max_body_bytes == 0 {
             bail!("max-body-bytes must be at least 1");
         }
+        let header_timeout = self
+            .header_timeout
+            .or(file.header_timeout)
+            .map_or(defaults.header_timeout, Duration::from_secs);
+        if header_timeout.is_zero() {
+            bail!("header-timeout must be at least 1 second");
+        }
         let listen = self.listen.or(file.listen).unwrap_or(defaults.listen);
         let domain_auth = domain_auth(
             self.auth.or(file.auth).unwrap_or(AuthMode::None),
@@ -372,6 +385,7 @@ impl ServeArgs {
                     .or(file.shutdown_timeout)
                     .map(Duration::from_secs)
                     .unwrap_or(defaults.shutdown_timeout),
+                header_timeout,
                 public_url: self
                     .public_url
                     .or(file.public_url)

@@ -35,6 +35,7 @@ fn serve_help_documents_every_setting() {
         ("--max-body-bytes", "QUINTET_MAX_BODY_BYTES"),
         ("--max-json-depth", "QUINTET_MAX_JSON_DEPTH"),
         ("--shutdown-timeout", "QUINTET_SHUTDOWN_TIMEOUT"),
+        ("--header-timeout", "QUINTET_HEADER_TIMEOUT"),
         ("--public-url", "QUINTET_PUBLIC_URL"),
         ("--auth", "QUINTET_AUTH"),
         ("--jwt-secret", "QUINTET_JWT_SECRET"),

@@ -11,6 +11,8 @@ pub const DEFAULT_LISTEN: &str = "127.0.0.1:6363";
 pub const DEFAULT_MAX_BODY_BYTES: usize = 16 * 1024 * 1024;
 /// Default time in-flight requests get to finish at shutdown.
 pub const DEFAULT_SHUTDOWN_TIMEOUT: Duration = Duration::from_secs(30);
+/// Default time a client has to send a whole request head.
+pub const DEFAULT_HEADER_TIMEOUT: Duration = Duration::from_secs(30);
 /// Default delay before the first retry of an unreachable queue worker.
 pub const DEFAULT_QUEUE_BACKOFF: Duration = Duration::from_secs(5);
 
@@ -25,6 +27,10 @@ pub struct Config {
     pub max_json_depth: usize,
     /// How long in-flight requests may run after a shutdown signal.
     pub shutdown_timeout: Duration,
+    /// How long a client may take to send a whole request head (counted from the
+    /// connection's start, or from the head's first byte on a reused connection); past it
+    /// the connection is closed, so half-sent heads cannot hold connections forever.
+    pub header_timeout: Duration,
     /// The URL clients reach this server at (scheme, host, port, no trailing slash), for
     /// absolute URLs the server hands out; when absent, they are built from the request's
     /// `Host` header.
@@ -77,6 +83,7 @@ impl Default for Config {
             max_body_bytes: DEFAULT_MAX_BODY_BYTES,
             max_json_depth: quintet_core::json::DEFAULT_MAX_DEPTH,
             shutdown_timeout: DEFAULT_SHUTDOWN_TIMEOUT,
+            header_timeout: DEFAULT_HEADER_TIMEOUT,
             public_url: None,
             queue_deny_private: false,
             queue_backoff: DEFAULT_QUEUE_BACKOFF,

@@ -21,8 +21,10 @@ pub mod middleware;
 pub mod reply;
 mod routes;
 pub mod scope;
+mod serve;
 pub mod state;
 pub mod tls;
+mod unread_body;
 
 use std::{convert::Infallible, future::Future, sync::Arc};
 
@@ -108,8 +110,12 @@ where
         dispatcher.begin_shutdown();
         let _ = stopping_tx.send(());
     };
-    let make = axum::ServiceExt::<Request>::into_make_service(app(state.clone()));
-    let server = axum::serve(listener, make).with_graceful_shutdown(signal);
+    let server = serve::serve(
+        listener,
+        app(state.clone()),
+        state.config.header_timeout,
+        signal,
+    );
     let grace = state.config.shutdown_timeout;
     let deadline = async move {
         if stopping_rx.await.is_ok() {
@@ -119,7 +125,7 @@ where
         }
     };
     tokio::select! {
-        served = server => served.map_err(|e| Error::internal(format!("HTTP server: {e}")))?,
+        () = server => {}
         () = deadline => tracing::warn!(?grace, "shutdown timeout: dropping unfinished requests"),
     }
     state.dispatcher.finish().await;

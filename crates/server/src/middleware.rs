@@ -53,7 +53,8 @@ fn request_id_of(req: &Request) -> String {
 }
 
 /// Assign the request id, answer it in `x-request-id`, write one log line per request and
-/// count it in the metrics. Internal errors are logged with their detail here.
+/// count it in the metrics. Internal errors are logged with their detail here. An answer
+/// that left the request's body unread says `Connection: close` ([`crate::unread_body`]).
 pub async fn observe(
     State(metrics): State<Arc<Metrics>>,
     mut req: Request,
@@ -64,9 +65,11 @@ pub async fn observe(
     req.extensions_mut().insert(RequestId(id.clone()));
     let method = req.method().clone();
     let path = req.uri().path().to_owned();
+    let body_read = crate::unread_body::track(&mut req);
 
     let mut res = next.run(req).await;
 
+    body_read.finish(&mut res);
     let elapsed = start.elapsed();
     let status = res.status().as_u16();
     metrics.record(status, elapsed);

@@ -2,10 +2,10 @@
 //! `https://`) work against a self-hosted server.
 //!
 //! Integration: [`TlsListener`] implements axum's `Listener`, so HTTPS goes through the very
-//! same `axum::serve` (HTTP/1.1 and HTTP/2, graceful shutdown) as plain HTTP; no second
-//! server loop to keep in step. Handshakes run in their own tasks with a timeout, so a slow
+//! same accept loop (`serve.rs`: HTTP/1.1 and HTTP/2, head timeout, graceful shutdown) as
+//! plain HTTP; no second server loop to keep in step. Handshakes run in their own tasks with a timeout, so a slow
 //! or silent client never holds up the accept loop; finished connections are handed to
-//! `axum::serve` through a bounded channel.
+//! the accept loop through a bounded channel.
 
 use std::{fs, io, net::SocketAddr, path::Path, sync::Arc, time::Duration};
 

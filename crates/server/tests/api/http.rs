@@ -209,3 +209,84 @@ async fn metrics_count_requests() {
     let n: u64 = line.rsplit(' ').next().unwrap().parse().unwrap();
     assert!(n >= 1, "{line}");
 }
+
+/// Send `head` (a request head announcing a body) and read the first answer's head, before
+/// sending any body byte.
+async fn head_before_body(s: &TestServer, head: &str) -> String {
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+    let addr = s.url("").trim_start_matches("http://").to_owned();
+    let mut tcp = tokio::net::TcpStream::connect(&addr).await.unwrap();
+    let head = head.replace("{addr}", &addr);
+    tcp.write_all(head.as_bytes()).await.unwrap();
+    let mut out = Vec::new();
+    let mut buf = [0u8; 4096];
+    while !String::from_utf8_lossy(&out).contains("\r\n\r\n") {
+        let n = tcp.read(&mut buf).await.unwrap();
+        assert!(n > 0, "the server closed without answering");
+        out.extend_from_slice(&buf[..n]);
+    }
+    String::from_utf8_lossy(&out).to_lowercase()
+}
+
+#[tokio::test]
+async fn an_answer_that_leaves_the_body_unread_says_connection_close() {
+    let s = TestServer::start().await;
+    s.put("/data/movies", None).await.expect(201);
+    // Answered before the body arrives: an unknown instance, an unknown route.
+    for target in ["/search/nope", "/data/nope", "/no/such/route/at/all"] {
+        let head = head_before_body(
+            &s,
+            &format!("POST {target} HTTP/1.1\r\nHost: {{addr}}\r\nContent-Length: 31\r\n\r\n"),
+        )
+        .await;
+        assert!(head.starts_with("http/1.1 404"), "{target}: {head}");
+        assert!(
+            head.contains("\r\nconnection: close\r\n"),
+            "{target}: {head}"
+        );
+    }
+    // A body read to its end keeps the connection.
+    let r = s
+        .send(
+            s.request(Method::POST, "/data/movies")
+                .json(&json!({"title": "Ghostbusters"})),
+        )
+        .await
+        .expect(201);
+    assert_eq!(r.header("connection"), None);
+    // So does a request without a body.
+    let r = s.get("/data/nope").await.expect(404);
+    assert_eq!(r.header("connection"), None);
+}
+
+#[tokio::test]
+async fn a_request_head_not_finished_in_time_closes_the_connection() {
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+    let s = TestServer::builder()
+        .args(|a| a.header_timeout = Some(1))
+        .start()
+        .await;
+    let addr = s.url("").trim_start_matches("http://").to_owned();
+    // Half a head, then nothing: closed (with a 408 or silently), not held open.
+    let mut tcp = tokio::net::TcpStream::connect(&addr).await.unwrap();
+    tcp.write_all(b"GET /_health HTTP/1.1\r\nHost: x\r\n")
+        .await
+        .unwrap();
+    let mut out = Vec::new();
+    let read = tokio::time::timeout(
+        std::time::Duration::from_secs(20),
+        tcp.read_to_end(&mut out),
+    )
+    .await;
+    assert!(read.is_ok(), "the connection was still open after 20 s");
+    let text = String::from_utf8_lossy(&out);
+    assert!(
+        text.is_empty() || text.starts_with("HTTP/1.1 408"),
+        "{text}"
+    );
+    // A kept-alive connection idle for longer than the limit still serves its next request.
+    let r = s.get("/_health").await.expect(200);
+    assert_eq!(r.body["ok"], true);
+    tokio::time::sleep(std::time::Duration::from_millis(1500)).await;
+    s.get("/_health").await.expect(200);
+}

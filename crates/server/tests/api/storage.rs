@@ -219,6 +219,13 @@ async fn refused_forms_store_nothing() {
             ],
             "the form has more than one \"file\" field: upload one file per request",
         ),
+        (
+            vec![
+                ("path", None, None, b"\xff"),
+                ("file", Some("f.txt"), None, b"data"),
+            ],
+            "the form's \"path\" field is not UTF-8 text",
+        ),
     ];
     for (parts, msg) in cases {
         let (ct, body) = form(&parts);

@@ -149,7 +149,17 @@ async fn form_upload(
         };
         match field.name() {
             Some("file") => break field,
-            Some("path") => path_field = Some(field.text().await.map_err(|e| form_error(&e))?),
+            Some("path") => {
+                // Not `text()`: it would replace bytes that are not UTF-8 and so store the
+                // object under another path than the one sent.
+                let bytes = field.bytes().await.map_err(|e| form_error(&e))?;
+                let text = String::from_utf8(bytes.to_vec()).map_err(|_| {
+                    ApiError(Error::invalid(
+                        "the form's \"path\" field is not UTF-8 text",
+                    ))
+                })?;
+                path_field = Some(text);
+            }
             _ => {} // other fields are ignored, as hyper did
         }
     };

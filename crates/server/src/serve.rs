@@ -1,0 +1,82 @@
+//! The accept loop: every connection served by hyper (HTTP/1.1 and HTTP/2), with a time
+//! limit on reading a request head, and graceful shutdown.
+//!
+//! `axum::serve` does the same but installs no timer, and without one hyper's limit on
+//! reading a request head never applies: a client that sends half a head and then waits
+//! (Slowloris) would hold its connection forever.
+
+use std::{convert::Infallible, future::Future, pin::pin, time::Duration};
+
+use axum::{body::Body, extract::Request, response::Response, serve::Listener};
+use hyper::body::Incoming;
+use hyper_util::{
+    rt::{TokioExecutor, TokioIo, TokioTimer},
+    server::conn::auto::Builder,
+    service::TowerToHyperService,
+};
+use tokio::sync::watch;
+use tower::{Service, ServiceExt};
+
+/// Serve `service` on every connection `listener` accepts until `shutdown` completes; then
+/// stop accepting, let every connection finish its requests in flight, and return. A
+/// client gets `header_timeout` to send a whole request head, counted from the
+/// connection's start (first request) or from the head's first byte (later requests), so
+/// idle keep-alive connections are not affected.
+pub async fn serve<L, S>(
+    mut listener: L,
+    service: S,
+    header_timeout: Duration,
+    shutdown: impl Future<Output = ()>,
+) where
+    L: Listener,
+    S: Service<Request, Response = Response, Error = Infallible> + Clone + Send + 'static,
+    S::Future: Send,
+{
+    // Connections hold a receiver each; dropping the sender asks them to finish.
+    let (stop_tx, stop_rx) = watch::channel(());
+    // Connections hold a sender each; `closed` on the last receiver's side says all ended.
+    let (done_tx, done_rx) = watch::channel(());
+    let mut shutdown = pin!(shutdown);
+    loop {
+        let (io, _addr) = tokio::select! {
+            accepted = listener.accept() => accepted,
+            () = &mut shutdown => break,
+        };
+        let service = TowerToHyperService::new(
+            service
+                .clone()
+                .map_request(|req: Request<Incoming>| req.map(Body::new)),
+        );
+        let (mut stop_rx, done_tx) = (stop_rx.clone(), done_tx.clone());
+        tokio::spawn(async move {
+            let mut builder = Builder::new(TokioExecutor::new());
+            builder
+                .http1()
+                .timer(TokioTimer::new())
+                .header_read_timeout(header_timeout);
+            let mut conn = pin!(builder.serve_connection_with_upgrades(TokioIo::new(io), service));
+            let mut stopping = false;
+            loop {
+                tokio::select! {
+                    served = conn.as_mut() => {
+                        if let Err(e) = served {
+                            tracing::trace!(error = %e, "connection ended with an error");
+                        }
+                        break;
+                    }
+                    _ = stop_rx.changed(), if !stopping => {
+                        stopping = true;
+                        conn.as_mut().graceful_shutdown();
+                    }
+                }
+            }
+            drop(done_tx);
+        });
+    }
+    drop(listener);
+    drop(stop_tx);
+    drop(done_tx);
+    // Every connection task holds a sender; this returns once the last one ended.
+    let mut done_rx = done_rx;
+    while done_rx.changed().await.is_ok() {}
+}
