@@ -204,7 +204,10 @@ impl<V: Held> HotCache<V> {
     /// Forget every entry of every instance not in `live` (their tables were swept).
     pub fn retain_instances(&self, live: &[InstanceId]) {
         let mut state = self.lock();
+        // Every read begun before misses its fill now, so the epochs of the instances
+        // swept can go too.
         state.sweeps += 1;
+        state.epochs.retain(|instance, _| live.contains(instance));
         let State { entries, bytes, .. } = &mut *state;
         entries.retain(|instance, held| {
             let keep = live.contains(instance);

@@ -290,10 +290,14 @@ fn open_error(path: &Path, e: rusqlite::Error) -> Error {
 /// request ran, and that is a 404.
 pub fn sql_error(e: rusqlite::Error) -> Error {
     if is_missing_table(&e) {
-        return Error::not_found("the instance was destroyed while this request ran");
+        tracing::debug!(error = %e, "a table is missing: its instance was destroyed");
+        return Error::not_found(INSTANCE_GONE);
     }
     Error::internal(format!("sqlite: {e}"))
 }
+
+/// The message of the error [`sql_error`] makes of a missing table.
+pub const INSTANCE_GONE: &str = "the instance was destroyed while this request ran";
 
 /// Whether `e` says a table is gone (its instance was destroyed meanwhile).
 pub fn is_missing_table(e: &rusqlite::Error) -> bool {

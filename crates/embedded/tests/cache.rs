@@ -365,3 +365,26 @@ async fn sweep_forgets_the_entries_of_orphaned_instances() {
     assert!(text(&c, &live, "k").await.is_some());
     c.close().await.unwrap();
 }
+
+#[tokio::test]
+async fn an_index_that_knows_a_missing_table_is_rebuilt_from_the_tables() {
+    let dir = tempfile::tempdir().unwrap();
+    let clock = Arc::new(ManualClock::new(T0));
+    let c = open(dir.path(), &clock, CacheOptions::default());
+    let inst = fresh(&c).await;
+    c.add(&inst, &key("a"), value(r#"{"v":1}"#), None)
+        .await
+        .unwrap();
+    assert_eq!(c.stats().entries, 1);
+    // The instance's table disappears behind the index's back.
+    let conn = rusqlite::Connection::open(dir.path().join("cache.db")).unwrap();
+    conn.execute_batch(&format!("DROP TABLE \"c{}\"", inst.id.0))
+        .unwrap();
+    let err = c
+        .add(&inst, &key("b"), value(r#"{"v":2}"#), None)
+        .await
+        .unwrap_err();
+    assert!(matches!(err, Error::NotFound(_)), "{err:?}");
+    assert_eq!(c.stats().entries, 0, "the index follows the tables again");
+    assert_eq!(text(&c, &inst, "a").await, None);
+}

@@ -160,8 +160,8 @@ pub struct ServeArgs {
     #[arg(long, env = "QUINTET_SHUTDOWN_TIMEOUT", value_name = "SECONDS")]
     pub shutdown_timeout: Option<u64>,
 
-    /// Seconds a client may take to send a whole request head; past them the connection
-    /// is closed [default: 30]
+    /// Seconds a client may take to send a whole request head, and that an idle kept-alive
+    /// connection is kept; past them the connection is closed [default: 30]
     #[arg(long, env = "QUINTET_HEADER_TIMEOUT", value_name = "SECONDS")]
     pub header_timeout: Option<u64>,
 
@@ -288,6 +288,10 @@ pub const MIN_ADMIN_TOKEN_LEN: usize = 16;
 /// Shortest JWT secret accepted (RFC 7518: an HS256 key is at least as long as the hash).
 pub const MIN_JWT_SECRET_LEN: usize = 32;
 
+/// Longest `--header-timeout` accepted: a day (far beyond any use, and far from the
+/// instant arithmetic's limits).
+pub const MAX_HEADER_TIMEOUT: Duration = Duration::from_secs(86_400);
+
 /// Everything `quintet serve` needs, each setting resolved.
 #[derive(Debug, Clone)]
 pub struct ServeConfig {
@@ -331,8 +335,11 @@ impl ServeArgs {
             .header_timeout
             .or(file.header_timeout)
             .map_or(defaults.header_timeout, Duration::from_secs);
-        if header_timeout.is_zero() {
-            bail!("header-timeout must be at least 1 second");
+        if header_timeout.is_zero() || header_timeout > MAX_HEADER_TIMEOUT {
+            bail!(
+                "header-timeout must be 1 to {} seconds",
+                MAX_HEADER_TIMEOUT.as_secs()
+            );
         }
         let listen = self.listen.or(file.listen).unwrap_or(defaults.listen);
         let domain_auth = domain_auth(
@@ -581,6 +588,24 @@ mod tests {
         assert_eq!(c.server.listen.to_string(), "127.0.0.1:8000");
         assert_eq!(c.data_dir, PathBuf::from("/from/file"));
         assert_eq!(c.server.max_json_depth, 9);
+    }
+
+    #[test]
+    fn the_header_timeout_is_bounded() {
+        let c = ServeArgs::default().resolve().unwrap();
+        assert_eq!(c.server.header_timeout, Duration::from_secs(30));
+        let f = toml_file("header_timeout = 5\n");
+        let c = parse(&["--config", f.path().to_str().unwrap()])
+            .resolve()
+            .unwrap();
+        assert_eq!(c.server.header_timeout, Duration::from_secs(5));
+        for bad in ["0", "86401", "18446744073709551615"] {
+            let err = parse(&["--header-timeout", bad]).resolve().unwrap_err();
+            assert!(
+                format!("{err:#}").contains("header-timeout must be 1 to 86400 seconds"),
+                "{bad}: {err:#}"
+            );
+        }
     }
 
     #[test]

@@ -29,7 +29,8 @@ pub struct Config {
     pub shutdown_timeout: Duration,
     /// How long a client may take to send a whole request head (counted from the
     /// connection's start, or from the head's first byte on a reused connection); past it
-    /// the connection is closed, so half-sent heads cannot hold connections forever.
+    /// the connection is closed, so half-sent heads cannot hold connections forever. An
+    /// HTTP/1 connection idle for longer is closed too.
     pub header_timeout: Duration,
     /// The URL clients reach this server at (scheme, host, port, no trailing slash), for
     /// absolute URLs the server hands out; when absent, they are built from the request's

@@ -1,11 +1,25 @@
-//! The accept loop: every connection served by hyper (HTTP/1.1 and HTTP/2), with a time
-//! limit on reading a request head, and graceful shutdown.
+//! The accept loop: every connection served by hyper (HTTP/1.1 and HTTP/2), with time
+//! limits on request heads, and graceful shutdown.
 //!
 //! `axum::serve` does the same but installs no timer, and without one hyper's limit on
 //! reading a request head never applies: a client that sends half a head and then waits
-//! (Slowloris) would hold its connection forever.
+//! (Slowloris) would hold its connection forever. Here:
+//! - a connection must bring its first request within the limit, whatever the protocol
+//!   (hyper's own timer starts only once it knows the connection is HTTP/1);
+//! - on HTTP/1 every later head must arrive within the limit of its first byte, and a
+//!   connection idle for longer than the limit is closed (hyper's timer);
+//! - on HTTP/2, pings every limit's length drop peers that stopped answering.
 
-use std::{convert::Infallible, future::Future, pin::pin, time::Duration};
+use std::{
+    convert::Infallible,
+    future::Future,
+    pin::pin,
+    sync::{
+        Arc,
+        atomic::{AtomicBool, Ordering},
+    },
+    time::Duration,
+};
 
 use axum::{body::Body, extract::Request, response::Response, serve::Listener};
 use hyper::body::Incoming;
@@ -19,9 +33,8 @@ use tower::{Service, ServiceExt};
 
 /// Serve `service` on every connection `listener` accepts until `shutdown` completes; then
 /// stop accepting, let every connection finish its requests in flight, and return. A
-/// client gets `header_timeout` to send a whole request head, counted from the
-/// connection's start (first request) or from the head's first byte (later requests), so
-/// idle keep-alive connections are not affected.
+/// client gets `header_timeout` to send its first request head, and each later one (see
+/// the module documentation).
 pub async fn serve<L, S>(
     mut listener: L,
     service: S,
@@ -42,11 +55,13 @@ pub async fn serve<L, S>(
             accepted = listener.accept() => accepted,
             () = &mut shutdown => break,
         };
-        let service = TowerToHyperService::new(
-            service
-                .clone()
-                .map_request(|req: Request<Incoming>| req.map(Body::new)),
-        );
+        let started = Arc::new(AtomicBool::new(false));
+        let first = Arc::clone(&started);
+        let service =
+            TowerToHyperService::new(service.clone().map_request(move |req: Request<Incoming>| {
+                first.store(true, Ordering::Relaxed);
+                req.map(Body::new)
+            }));
         let (mut stop_rx, done_tx) = (stop_rx.clone(), done_tx.clone());
         tokio::spawn(async move {
             let mut builder = Builder::new(TokioExecutor::new());
@@ -54,8 +69,14 @@ pub async fn serve<L, S>(
                 .http1()
                 .timer(TokioTimer::new())
                 .header_read_timeout(header_timeout);
+            builder
+                .http2()
+                .timer(TokioTimer::new())
+                .keep_alive_interval(header_timeout)
+                .keep_alive_timeout(header_timeout);
             let mut conn = pin!(builder.serve_connection_with_upgrades(TokioIo::new(io), service));
-            let mut stopping = false;
+            let mut first_deadline = pin!(tokio::time::sleep(header_timeout));
+            let (mut stopping, mut awaiting_first) = (false, true);
             loop {
                 tokio::select! {
                     served = conn.as_mut() => {
@@ -67,6 +88,13 @@ pub async fn serve<L, S>(
                     _ = stop_rx.changed(), if !stopping => {
                         stopping = true;
                         conn.as_mut().graceful_shutdown();
+                    }
+                    () = &mut first_deadline, if awaiting_first => {
+                        awaiting_first = false;
+                        if !started.load(Ordering::Relaxed) {
+                            tracing::debug!("no request within the header timeout: closed");
+                            break;
+                        }
                     }
                 }
             }

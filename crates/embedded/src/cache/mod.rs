@@ -57,7 +57,7 @@ use self::{
 };
 use crate::{
     instance_store::InstanceTables,
-    sqlite::{SqliteDb, SqliteOptions, is_missing_table, sql_error},
+    sqlite::{INSTANCE_GONE, SqliteDb, SqliteOptions, is_missing_table, sql_error},
 };
 
 /// Most entries one background reclaim removes in one write.
@@ -242,9 +242,16 @@ impl Inner {
     }
 
     /// After a failed durable write the index may be ahead of the tables (its batch was
-    /// rolled back): rebuild it from them, in commit order, on the writer thread.
+    /// rolled back), or may know an instance whose table is missing (writes plan against
+    /// the index first, so only a disagreement gets that far): rebuild it from the
+    /// tables, in commit order, on the writer thread.
     async fn repair_after<T>(self: &Arc<Self>, result: Result<T>) -> Result<T> {
-        if let (Err(Error::Internal(detail)), Some(db)) = (&result, &self.db) {
+        let detail = match &result {
+            Err(Error::Internal(detail)) => Some(detail.as_str()),
+            Err(Error::NotFound(msg)) if msg == INSTANCE_GONE => Some(INSTANCE_GONE),
+            _ => None,
+        };
+        if let (Some(detail), Some(db)) = (detail, &self.db) {
             tracing::warn!(error = %detail, "a cache write failed; rebuilding the cache index");
             let inner = Arc::clone(self);
             let rebuilt = db

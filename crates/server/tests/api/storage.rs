@@ -194,6 +194,16 @@ async fn multipart_uploads_store_the_file_part() {
         .expect(200);
     assert_eq!(r.text, "a,b\n1,2\n");
     assert_eq!(r.header("content-type"), Some("text/csv"));
+
+    // A byte order mark before the path field's text is not part of the path.
+    let (ct, body) = form(&[
+        ("path", None, None, "\u{feff}bom".as_bytes()),
+        ("file", Some("b.txt"), None, b"b"),
+    ]);
+    upload(&s, "/storage/files", body, Some(&ct))
+        .await
+        .expect(200);
+    s.get("/storage/files/bom/b.txt").await.expect(200);
 }
 
 #[tokio::test]

@@ -158,7 +158,11 @@ async fn form_upload(
                         "the form's \"path\" field is not UTF-8 text",
                     ))
                 })?;
-                path_field = Some(text);
+                // A byte order mark is an encoding signal, never part of the path.
+                path_field = Some(match text.strip_prefix('\u{feff}') {
+                    Some(rest) => rest.to_owned(),
+                    None => text,
+                });
             }
             _ => {} // other fields are ignored, as hyper did
         }
