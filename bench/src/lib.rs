@@ -8,4 +8,5 @@
 pub mod load;
 pub mod report;
 pub mod scenarios;
+pub mod search_corpus;
 pub mod server;

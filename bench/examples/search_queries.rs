@@ -1,8 +1,9 @@
 //! A harness for the cost of search queries, without HTTP: it builds the benchmark's corpus
-//! (`bench/src/scenarios/search.rs`, same generator and seed) into an index on disk once,
+//! ([`quintet_bench::search_corpus`]) into an index on disk once,
 //! then answers the benchmark's one-typo queries against it, serializing each answer as
 //! the HTTP route does. Run it under `valgrind --tool=callgrind` to count instructions per
 //! query, which two busy cores cannot time reliably.
+//! Build it with `cargo build --release -p quintet-bench --example search_queries`.
 //!
 //! ```text
 //! search_queries build <dir>                      # 100,000 documents, merged
@@ -15,6 +16,7 @@
 
 use std::{io::Write, path::Path, time::Instant};
 
+use quintet_bench::search_corpus::{Corpus, DOCS, corpus};
 use quintet_core::{
     AppName, Instance, InstanceConfig, InstanceId,
     ports::{
@@ -24,101 +26,9 @@ use quintet_core::{
     search::{SearchDoc, SearchQuery},
 };
 use quintet_embedded::search::TantivySearchIndex;
-use serde_json::{Value, json};
+use serde_json::json;
 
-const DOCS: usize = 100_000;
 const BULK: usize = 5_000;
-
-/// The benchmark's generator (xorshift64*).
-struct Rng(u64);
-
-impl Rng {
-    fn next(&mut self) -> u64 {
-        self.0 ^= self.0 >> 12;
-        self.0 ^= self.0 << 25;
-        self.0 ^= self.0 >> 27;
-        self.0.wrapping_mul(0x2545_F491_4F6C_DD1D)
-    }
-
-    fn below(&mut self, n: usize) -> usize {
-        (self.next() % n as u64) as usize
-    }
-
-    fn skewed(&mut self, n: usize) -> usize {
-        let u = (self.next() >> 11) as f64 / (1u64 << 53) as f64;
-        ((n as f64) * u.powi(3)) as usize % n
-    }
-}
-
-fn vocabulary(rng: &mut Rng, size: usize) -> Vec<String> {
-    const ONSETS: [&str; 16] = [
-        "b", "c", "d", "f", "g", "k", "l", "m", "n", "p", "r", "s", "t", "v", "br", "st",
-    ];
-    const VOWELS: [&str; 6] = ["a", "e", "i", "o", "u", "ai"];
-    let mut seen = std::collections::HashSet::new();
-    let mut words = Vec::with_capacity(size);
-    while words.len() < size {
-        let syllables = 2 + rng.below(3);
-        let mut w = String::new();
-        for _ in 0..syllables {
-            w.push_str(ONSETS[rng.below(ONSETS.len())]);
-            w.push_str(VOWELS[rng.below(VOWELS.len())]);
-        }
-        if rng.below(3) == 0 {
-            w.push_str(["n", "r", "s", "l"][rng.below(4)]);
-        }
-        if seen.insert(w.clone()) {
-            words.push(w);
-        }
-    }
-    words
-}
-
-/// The benchmark's documents and queries.
-fn corpus() -> (Vec<Value>, Vec<String>) {
-    let mut rng = Rng(0x9E37_79B9_7F4A_7C15);
-    let vocab = vocabulary(&mut rng, 20_000);
-    let phrase = |rng: &mut Rng, lo: usize, hi: usize| -> String {
-        let n = lo + rng.below(hi - lo + 1);
-        (0..n)
-            .map(|_| vocab[rng.skewed(vocab.len())].as_str())
-            .collect::<Vec<_>>()
-            .join(" ")
-    };
-    let docs = (0..DOCS)
-        .map(|i| {
-            let title = phrase(&mut rng, 2, 4);
-            let body = format!("{}.", phrase(&mut rng, 8, 14));
-            json!({"_id": format!("d{i}"), "title": title, "body": body})
-        })
-        .collect();
-    let queries = (0..2_000)
-        .map(|_| {
-            let word = loop {
-                let w = &vocab[rng.skewed(2_000)];
-                if w.chars().count() >= 6 {
-                    break w.clone();
-                }
-            };
-            let mut chars: Vec<char> = word.chars().collect();
-            let at = 1 + rng.below(chars.len() - 2);
-            match rng.below(3) {
-                0 if chars[at] != chars[at + 1] => chars.swap(at, at + 1),
-                0 | 1 => chars[at] = if chars[at] == 'e' { 'a' } else { 'e' },
-                _ => {
-                    chars.remove(at);
-                }
-            }
-            let typo: String = chars.into_iter().collect();
-            if rng.below(2) == 0 {
-                format!("{} {typo}", vocab[rng.skewed(vocab.len())])
-            } else {
-                typo
-            }
-        })
-        .collect();
-    (docs, queries)
-}
 
 fn config() -> SearchConfig {
     SearchConfig {
@@ -174,7 +84,7 @@ async fn main() {
         .get(3)
         .filter(|l| *l != "default")
         .map(|l| l.parse().unwrap());
-    let (docs, queries) = corpus();
+    let Corpus { docs, queries } = corpus();
     let inst = instance();
     let index = TantivySearchIndex::open(dir).unwrap();
     match mode {
