@@ -39,6 +39,9 @@ struct Args {
     /// List the scenarios and exit.
     #[arg(long)]
     list: bool,
+    /// Run only the scenarios whose name contains this text (for A/B runs of one scenario).
+    #[arg(long)]
+    only: Option<String>,
 }
 
 fn main() -> anyhow::Result<()> {
@@ -60,6 +63,11 @@ async fn run(args: Args) -> anyhow::Result<()> {
             args.services.is_empty()
                 || s.service() == "http"
                 || args.services.iter().any(|a| a == s.service())
+        })
+        .filter(|s| {
+            args.only
+                .as_ref()
+                .is_none_or(|text| s.name().contains(text.as_str()))
         })
         .collect();
     if args.list {
