@@ -44,13 +44,22 @@ use rusqlite::{Connection, OptionalExtension, params, params_from_iter};
 use serde_json::{Value, value::RawValue};
 
 use crate::{
-    hot::HotDocs,
+    hot::{Held, HotCache},
     instance_store::TableLifecycle,
     sqlite::{SqliteDb, SqliteOptions, is_unique_violation, sql_error},
 };
 
 /// Documents listed per round trip to the database while streaming a list.
 const LIST_PAGE: usize = 256;
+
+/// Bytes of documents held in memory at most (every instance together).
+pub const HOT_DOCS_BYTES: usize = 32 << 20;
+
+impl Held for RawJson {
+    fn held_bytes(&self) -> usize {
+        self.get().len()
+    }
+}
 
 /// Documents of every data instance, in one SQLite file.
 #[derive(Debug, Clone)]
@@ -61,7 +70,7 @@ pub struct SqliteDocStore {
     writer_indexes: Arc<Mutex<HashMap<InstanceId, Arc<Indexes>>>>,
     reader_indexes: Arc<RwLock<HashMap<InstanceId, Arc<Indexes>>>>,
     generation: Arc<AtomicU64>,
-    hot: Arc<HotDocs>,
+    hot: Arc<HotCache<RawJson>>,
 }
 
 /// The indexes of one instance: definitions and their tables, in name order.
@@ -103,7 +112,7 @@ impl SqliteDocStore {
             writer_indexes: Arc::default(),
             reader_indexes: Arc::default(),
             generation: Arc::default(),
-            hot: Arc::new(HotDocs::new(crate::hot::HOT_DOCS_BYTES)),
+            hot: Arc::new(HotCache::new(HOT_DOCS_BYTES)),
         })
     }
 

@@ -20,10 +20,7 @@ use std::{
     sync::{Mutex, MutexGuard},
 };
 
-use quintet_core::{InstanceId, ports::data::RawJson};
-
-/// Bytes of documents held at most (documents of every instance together).
-pub const HOT_DOCS_BYTES: usize = 32 << 20;
+use quintet_core::InstanceId;
 
 /// Entries larger than this are not held: they are rarely the hot ones, and each would
 /// push out many small ones.
@@ -37,15 +34,6 @@ pub trait Held: Clone {
     /// Bytes the value occupies, roughly.
     fn held_bytes(&self) -> usize;
 }
-
-impl Held for RawJson {
-    fn held_bytes(&self) -> usize {
-        self.get().len()
-    }
-}
-
-/// The cache of documents of the data service.
-pub type HotDocs = HotCache<RawJson>;
 
 type Key = (InstanceId, Box<str>);
 
@@ -226,9 +214,12 @@ impl<V: Held> HotCache<V> {
 
 #[cfg(test)]
 mod tests {
+    use quintet_core::ports::data::RawJson;
     use serde_json::value::RawValue;
 
     use super::*;
+
+    type HotDocs = HotCache<RawJson>;
 
     fn doc(text: &str) -> RawJson {
         RawValue::from_string(text.to_owned()).unwrap()
@@ -274,36 +265,39 @@ mod tests {
             assert!(hot.get(A, k).is_ok(), "{k}");
         }
         assert_eq!(hot.bytes(), per * 3);
-        let big = doc(&format!(r#"{{"p":"{}"}}"#, "x".repeat(HOT_ENTRY_MAX_BYTES)));
-        let miss = hot.get(A, "big").unwrap_err();
-        hot.fill(A, "big", &big, miss);
-        assert!(hot.get(A, "big").is_err(), "large documents are not held");
     }
 
     #[test]
-    fn dropping_an_instance_forgets_its_documents_only() {
+    fn entries_over_the_size_limit_are_not_held() {
         let hot = HotDocs::new(1 << 20);
-        for inst in [A, B] {
-            let miss = hot.get(inst, "x").unwrap_err();
-            hot.fill(inst, "x", &doc("{}"), miss);
+        // `{"p":"…"}` is 8 bytes around the padding.
+        for (key, size, held) in [
+            ("limit", HOT_ENTRY_MAX_BYTES, true),
+            ("big", HOT_ENTRY_MAX_BYTES + 1, false),
+        ] {
+            let d = doc(&format!(r#"{{"p":"{}"}}"#, "x".repeat(size - 8)));
+            assert_eq!(d.held_bytes(), size);
+            let miss = hot.get(A, key).unwrap_err();
+            hot.fill(A, key, &d, miss);
+            assert_eq!(hot.get(A, key).is_ok(), held, "{key}");
         }
-        hot.forget_instance(A);
-        assert!(hot.get(A, "x").is_err());
-        assert!(hot.get(B, "x").is_ok());
-        assert_eq!(hot.bytes(), cost("x", &doc("{}")));
     }
 
     #[test]
-    fn a_sweep_forgets_the_instances_not_kept() {
-        let hot = HotDocs::new(1 << 20);
-        for inst in [A, B] {
-            let miss = hot.get(inst, "x").unwrap_err();
-            hot.fill(inst, "x", &doc("{}"), miss);
+    fn dropping_or_sweeping_an_instance_forgets_its_documents_only() {
+        for forget in [(|h: &HotDocs| h.forget_instance(A)) as fn(&HotDocs), |h| {
+            h.retain_instances(&[B])
+        }] {
+            let hot = HotDocs::new(1 << 20);
+            for inst in [A, B] {
+                let miss = hot.get(inst, "x").unwrap_err();
+                hot.fill(inst, "x", &doc("{}"), miss);
+            }
+            forget(&hot);
+            assert!(hot.get(A, "x").is_err());
+            assert!(hot.get(B, "x").is_ok());
+            assert_eq!(hot.bytes(), cost("x", &doc("{}")));
         }
-        hot.retain_instances(&[B]);
-        assert!(hot.get(A, "x").is_err());
-        assert!(hot.get(B, "x").is_ok());
-        assert_eq!(hot.bytes(), cost("x", &doc("{}")));
     }
 
     #[test]

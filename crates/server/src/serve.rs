@@ -48,7 +48,7 @@ pub async fn serve<L, S>(
     // Connections hold a receiver each; dropping the sender asks them to finish.
     let (stop_tx, stop_rx) = watch::channel(());
     // Connections hold a sender each; `closed` on the last receiver's side says all ended.
-    let (done_tx, done_rx) = watch::channel(());
+    let (done_tx, mut done_rx) = watch::channel(());
     let mut shutdown = pin!(shutdown);
     loop {
         let (io, _addr) = tokio::select! {
@@ -105,6 +105,5 @@ pub async fn serve<L, S>(
     drop(stop_tx);
     drop(done_tx);
     // Every connection task holds a sender; this returns once the last one ended.
-    let mut done_rx = done_rx;
     while done_rx.changed().await.is_ok() {}
 }

@@ -3,9 +3,9 @@
 //!
 //! Integration: [`TlsListener`] implements axum's `Listener`, so HTTPS goes through the very
 //! same accept loop (`serve.rs`: HTTP/1.1 and HTTP/2, head timeout, graceful shutdown) as
-//! plain HTTP; no second server loop to keep in step. Handshakes run in their own tasks with a timeout, so a slow
-//! or silent client never holds up the accept loop; finished connections are handed to
-//! the accept loop through a bounded channel.
+//! plain HTTP; no second server loop to keep in step. Handshakes run in their own tasks
+//! with a timeout, so a slow or silent client never holds up the accept loop; finished
+//! connections are handed to the accept loop through a bounded channel.
 
 use std::{fs, io, net::SocketAddr, path::Path, sync::Arc, time::Duration};
 

@@ -220,11 +220,16 @@ async fn head_before_body(s: &TestServer, head: &str) -> String {
     tcp.write_all(head.as_bytes()).await.unwrap();
     let mut out = Vec::new();
     let mut buf = [0u8; 4096];
-    while !String::from_utf8_lossy(&out).contains("\r\n\r\n") {
-        let n = tcp.read(&mut buf).await.unwrap();
-        assert!(n > 0, "the server closed without answering");
-        out.extend_from_slice(&buf[..n]);
-    }
+    let read = async {
+        while !String::from_utf8_lossy(&out).contains("\r\n\r\n") {
+            let n = tcp.read(&mut buf).await.unwrap();
+            assert!(n > 0, "the server closed without answering");
+            out.extend_from_slice(&buf[..n]);
+        }
+    };
+    tokio::time::timeout(std::time::Duration::from_secs(10), read)
+        .await
+        .expect("the server waited for the body instead of answering");
     String::from_utf8_lossy(&out).to_lowercase()
 }
 
