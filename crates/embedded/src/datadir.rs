@@ -5,7 +5,7 @@
 //!   LOCK              held exclusively while a server uses the directory
 //!   registry.db       applications, keys, instances (SQLite)
 //!   data.db           documents and indexes (SQLite)
-//!   cache.db          cache entries (SQLite)
+//!   cache.log         cache entries (append-only log)
 //!   queue.db          jobs (SQLite)
 //!   storage.db        object metadata: path → blob, size, type, etag (SQLite)
 //!   presign.key       the key that signs pre-signed storage URLs (mode 0600)

@@ -3,8 +3,8 @@
 //! - [`registry::SqliteRegistry`]: applications, keys and instances (`registry.db`).
 //! - [`data::SqliteDocStore`], [`queue::SqliteJobQueue`]: one SQLite file each, one table
 //!   per instance.
-//! - [`cache::EmbeddedCache`]: entries indexed in memory, values in `cache.db` (one table per
-//!   instance) or in memory only.
+//! - [`cache::EmbeddedCache`]: entries indexed in memory, every write appended to
+//!   `cache.log`, or in memory only.
 //! - [`search::TantivySearchIndex`]: one index directory per instance.
 //! - [`storage::FsBlobStore`]: one directory of objects per instance, metadata in SQLite.
 //!
@@ -77,7 +77,7 @@ impl Embedded {
                 Arc::clone(&clock),
             )?),
             cache: Arc::new(cache::EmbeddedCache::open(
-                &dir.join("cache.db"),
+                &dir.join("cache.log"),
                 Arc::clone(&clock),
                 &options.cache,
             )?),

@@ -1,5 +1,6 @@
-//! The embedded cache beyond the port's contract: durability across reopen, memory-only
-//! mode, background reclaim and the size bound with LRU eviction.
+//! The embedded cache beyond the port's contract: durability across reopen, the log (torn
+//! writes, damage, compaction, entries of an earlier `cache.db`), memory-only mode,
+//! background reclaim and the size bound with LRU eviction.
 
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
 
@@ -18,7 +19,7 @@ use quintet_embedded::cache::{CacheOptions, CacheStats, EmbeddedCache};
 const T0: i64 = 1_700_000_000_000;
 
 fn open(dir: &Path, clock: &Arc<ManualClock>, options: CacheOptions) -> EmbeddedCache {
-    EmbeddedCache::open(&dir.join("cache.db"), Arc::clone(clock) as _, &options).unwrap()
+    EmbeddedCache::open(&dir.join("cache.log"), Arc::clone(clock) as _, &options).unwrap()
 }
 
 fn bounded(max: u64) -> CacheOptions {
@@ -115,7 +116,7 @@ async fn memory_only_keeps_nothing_on_disk_and_forgets_on_reopen() {
 
     // Memory-only removes what a durable run left, so it cannot come back later.
     let c = open(dir.path(), &clock, memory());
-    assert!(!dir.path().join("cache.db").exists());
+    assert!(!dir.path().join("cache.log").exists());
     assert_eq!(text(&c, &inst, "durable").await, None);
     // The instance still exists in the registry: it works without being created again.
     c.add(&inst, &key("fleeting"), value(r#"{"v":1}"#), None)
@@ -127,14 +128,14 @@ async fn memory_only_keeps_nothing_on_disk_and_forgets_on_reopen() {
     );
     c.close().await.unwrap();
     drop(c);
-    assert!(!dir.path().join("cache.db").exists());
+    assert!(!dir.path().join("cache.log").exists());
 
     let c = open(dir.path(), &clock, memory());
     assert_eq!(text(&c, &inst, "fleeting").await, None);
     c.close().await.unwrap();
     drop(c);
 
-    // Back to durable: instances made while memory-only get their table on first write.
+    // Back to durable: instances made while memory-only take writes.
     let c = open(dir.path(), &clock, CacheOptions::default());
     assert_eq!(text(&c, &inst, "durable").await, None);
     c.add(&inst, &key("again"), value("{}"), None)
@@ -332,7 +333,7 @@ async fn reads_never_write_to_disk() {
             .await
             .unwrap();
     }
-    let wal = dir.path().join("cache.db-wal");
+    let wal = dir.path().join("cache.log");
     let before = std::fs::read(&wal).unwrap();
     for _ in 0..20 {
         for i in 0..10 {
@@ -346,7 +347,7 @@ async fn reads_never_write_to_disk() {
     }
     assert!(
         std::fs::read(&wal).unwrap() == before,
-        "the WAL changed on reads"
+        "the log changed on reads"
     );
     c.close().await.unwrap();
 }
@@ -366,25 +367,209 @@ async fn sweep_forgets_the_entries_of_orphaned_instances() {
     c.close().await.unwrap();
 }
 
+/// Offset just after the last byte of `file` that is not zero: the end of its records.
+fn records_end(file: &Path) -> usize {
+    let bytes = std::fs::read(file).unwrap();
+    bytes.iter().rposition(|&b| b != 0).map_or(0, |i| i + 1)
+}
+
 #[tokio::test]
-async fn an_index_that_knows_a_missing_table_is_rebuilt_from_the_tables() {
+async fn a_write_torn_by_a_crash_is_discarded_and_writes_after_it_are_kept() {
     let dir = tempfile::tempdir().unwrap();
+    let log = dir.path().join("cache.log");
     let clock = Arc::new(ManualClock::new(T0));
     let c = open(dir.path(), &clock, CacheOptions::default());
     let inst = fresh(&c).await;
-    c.add(&inst, &key("a"), value(r#"{"v":1}"#), None)
+    for k in ["a", "b"] {
+        c.add(&inst, &key(k), value(r#"{"v":1}"#), None)
+            .await
+            .unwrap();
+    }
+    c.close().await.unwrap();
+    drop(c);
+
+    // A crash in the middle of a write leaves the start of a record after the last one.
+    let end = records_end(&log);
+    let mut bytes = std::fs::read(&log).unwrap();
+    let mut torn = bytes[..end].to_vec();
+    torn.truncate(30); // the header and one byte of a 37-byte record
+    bytes[end..end + torn.len()].copy_from_slice(&torn);
+    std::fs::write(&log, &bytes).unwrap();
+
+    let c = open(dir.path(), &clock, CacheOptions::default());
+    assert_eq!(c.stats().entries, 2);
+    assert_eq!(records_end(&log), end, "the torn record was zeroed");
+    c.add(&inst, &key("c"), value(r#"{"v":3}"#), None)
         .await
         .unwrap();
-    assert_eq!(c.stats().entries, 1);
-    // The instance's table disappears behind the index's back.
-    let conn = rusqlite::Connection::open(dir.path().join("cache.db")).unwrap();
-    conn.execute_batch(&format!("DROP TABLE \"c{}\"", inst.id.0))
-        .unwrap();
-    let err = c
-        .add(&inst, &key("b"), value(r#"{"v":2}"#), None)
+    c.close().await.unwrap();
+    drop(c);
+    let c = open(dir.path(), &clock, CacheOptions::default());
+    for k in ["a", "b", "c"] {
+        assert!(text(&c, &inst, k).await.is_some(), "{k} lost");
+    }
+    assert_eq!(c.stats().entries, 3);
+    c.close().await.unwrap();
+}
+
+#[tokio::test]
+async fn a_damaged_record_ends_the_log_there() {
+    let dir = tempfile::tempdir().unwrap();
+    let log = dir.path().join("cache.log");
+    let clock = Arc::new(ManualClock::new(T0));
+    let c = open(dir.path(), &clock, CacheOptions::default());
+    let inst = fresh(&c).await;
+    c.add(&inst, &key("first"), value(r#"{"v":1}"#), None)
         .await
-        .unwrap_err();
-    assert!(matches!(err, Error::NotFound(_)), "{err:?}");
-    assert_eq!(c.stats().entries, 0, "the index follows the tables again");
-    assert_eq!(text(&c, &inst, "a").await, None);
+        .unwrap();
+    let first_end = records_end(&log);
+    c.add(&inst, &key("second"), value(r#"{"v":2}"#), None)
+        .await
+        .unwrap();
+    c.close().await.unwrap();
+    drop(c);
+
+    // One bit of the second record's value flips on disk.
+    let mut bytes = std::fs::read(&log).unwrap();
+    let at = records_end(&log) - 2;
+    assert!(at > first_end);
+    bytes[at] ^= 0x01;
+    std::fs::write(&log, &bytes).unwrap();
+
+    let c = open(dir.path(), &clock, CacheOptions::default());
+    assert_eq!(
+        text(&c, &inst, "first").await.as_deref(),
+        Some(r#"{"v":1}"#)
+    );
+    assert_eq!(
+        text(&c, &inst, "second").await,
+        None,
+        "never read back damaged"
+    );
+    assert_eq!(records_end(&log), first_end);
+    c.close().await.unwrap();
+}
+
+#[tokio::test]
+async fn compaction_keeps_every_live_entry_and_the_writes_made_meanwhile() {
+    let dir = tempfile::tempdir().unwrap();
+    let log = dir.path().join("cache.log");
+    let clock = Arc::new(ManualClock::new(T0));
+    let c = open(dir.path(), &clock, CacheOptions::default());
+    let inst = fresh(&c).await;
+    let other = fresh(&c).await;
+    for round in 0..5 {
+        for i in 0..200 {
+            c.set(
+                &inst,
+                &key(&format!("k{i:03}")),
+                value(&format!(r#"{{"round":{round},"i":{i}}}"#)),
+                Some("1h".parse().unwrap()),
+                quintet_core::ports::cache::SetMode::Upsert,
+            )
+            .await
+            .unwrap();
+        }
+    }
+    for i in 0..50 {
+        c.remove(&inst, &key(&format!("k{i:03}"))).await.unwrap();
+    }
+    c.add(&other, &key("dropped"), value("{}"), None)
+        .await
+        .unwrap();
+    c.drop_instance(&other).await.unwrap();
+    c.close().await.unwrap();
+    drop(c);
+    let before = records_end(&log);
+
+    // Reopened, no value is held in memory: every read after the compaction goes to the
+    // entries' new places. Writes race the compaction.
+    let c = open(dir.path(), &clock, CacheOptions::default());
+    let writes = async {
+        for i in 0..100 {
+            c.set(
+                &inst,
+                &key(&format!("k{i:03}")),
+                value(&format!(r#"{{"round":9,"i":{i}}}"#)),
+                None,
+                quintet_core::ports::cache::SetMode::Upsert,
+            )
+            .await
+            .unwrap();
+        }
+    };
+    let (compacted, ()) = tokio::join!(c.compact_now(), writes);
+    compacted.unwrap();
+    let after = records_end(&log);
+    assert!(
+        after < before / 2,
+        "the log shrank from {before} to {after} bytes"
+    );
+    check_compacted(&c, &inst, &clock).await;
+    c.close().await.unwrap();
+    drop(c);
+    let c = open(dir.path(), &clock, CacheOptions::default());
+    check_compacted(&c, &inst, &clock).await;
+    assert_eq!(text(&c, &other, "dropped").await, None);
+    c.close().await.unwrap();
+}
+
+/// The state `compaction_keeps_every_live_entry_and_the_writes_made_meanwhile` leaves.
+async fn check_compacted(c: &EmbeddedCache, inst: &Instance, clock: &ManualClock) {
+    for i in 0..200 {
+        let round = if i < 100 { 9 } else { 4 };
+        assert_eq!(
+            text(c, inst, &format!("k{i:03}")).await,
+            Some(format!(r#"{{"round":{round},"i":{i}}}"#)),
+            "k{i:03}"
+        );
+    }
+    assert_eq!(c.stats().entries, 200);
+    let k1 = c
+        .query(inst, &quintet_core::cache::Glob::new("k1*").unwrap())
+        .await
+        .unwrap();
+    assert_eq!(k1.len(), 100);
+    clock.advance(3_600_000);
+    // The entries never removed kept their one-hour expiry through the compaction; those
+    // removed and written again without a TTL have none.
+    assert_eq!(text(c, inst, "k150").await, None);
+    assert_eq!(text(c, inst, "k050").await, None);
+    assert!(text(c, inst, "k020").await.is_some());
+    clock.advance(-3_600_000);
+}
+
+#[tokio::test]
+async fn entries_of_an_earlier_cache_db_move_into_the_log() {
+    let dir = tempfile::tempdir().unwrap();
+    let db = dir.path().join("cache.db");
+    {
+        let conn = rusqlite::Connection::open(&db).unwrap();
+        conn.execute_batch(
+            "PRAGMA journal_mode = WAL;
+             CREATE TABLE c7 (key TEXT PRIMARY KEY, value TEXT NOT NULL, expires_ms INTEGER) STRICT;
+             INSERT INTO c7 VALUES ('kept', '{\"v\":1}', NULL), ('brief', '{}', 1700000005000);",
+        )
+        .unwrap();
+    }
+    let clock = Arc::new(ManualClock::new(T0));
+    let c = open(dir.path(), &clock, CacheOptions::default());
+    assert!(!db.exists(), "cache.db is removed once moved");
+    let inst = Instance {
+        id: quintet_core::InstanceId(7),
+        ..instance(InstanceConfig::Cache)
+    };
+    assert_eq!(text(&c, &inst, "kept").await.as_deref(), Some(r#"{"v":1}"#));
+    assert_eq!(text(&c, &inst, "brief").await.as_deref(), Some("{}"));
+    clock.advance(5_000);
+    assert_eq!(
+        text(&c, &inst, "brief").await,
+        None,
+        "the expiry came along"
+    );
+    c.close().await.unwrap();
+    drop(c);
+    let c = open(dir.path(), &clock, CacheOptions::default());
+    assert_eq!(text(&c, &inst, "kept").await.as_deref(), Some(r#"{"v":1}"#));
+    c.close().await.unwrap();
 }

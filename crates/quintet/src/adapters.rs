@@ -6,7 +6,7 @@
 //! |---|---|---|
 //! | `--registry` | `registry.db` in the data directory | `postgres://…` (feature `postgres`); follows `--data` when not given |
 //! | `--data` | `data.db` in the data directory | `postgres://…` (feature `postgres`; needs a PostgreSQL registry) |
-//! | `--cache` | `cache.db` in the data directory | `redis://…` (feature `redis`) |
+//! | `--cache` | `cache.log` in the data directory | `redis://…` (feature `redis`) |
 //! | `--queue` | `queue.db` in the data directory | `postgres://…` (feature `postgres`; needs a PostgreSQL registry) |
 //! | `--storage` | files under the data directory | `s3://bucket?endpoint=…` (feature `s3`; needs a PostgreSQL registry) |
 //! | `--search` | tantivy indexes in the data directory | `postgres://…` (feature `postgres`; needs a PostgreSQL registry) |

@@ -78,5 +78,5 @@ async fn memory_only_keeps_nothing_across_a_restart() {
     p.restart();
     p.put("/cache/c", None).await.expect(409);
     p.get("/cache/c/k").await.expect(404);
-    assert!(!dir.path().join("cache.db").exists());
+    assert!(!dir.path().join("cache.log").exists());
 }

@@ -2,9 +2,10 @@
 //! itself — always in memory-only mode, for recently used entries in durable mode.
 //!
 //! Writes are planned here (is the key live? which entries must be evicted to make room?),
-//! carried out on the store, then applied here. In durable mode only the SQLite writer
-//! thread plans and applies, so a plan stays valid while its SQL runs; in memory-only mode
-//! planning and applying happen under one lock.
+//! carried out on the store, then applied here. In durable mode only the log's writer
+//! thread plans and applies, so a plan stays valid while its records are written; in
+//! memory-only mode planning and applying happen under one lock. In durable mode every entry
+//! also knows where its value lies in the log.
 
 use std::{
     collections::{BTreeMap, BTreeSet, HashMap, HashSet},
@@ -47,9 +48,37 @@ pub(crate) struct PutPlan {
     pub expires_ms: Option<i64>,
     /// Entries to remove first to stay within the size bound.
     pub victims: Vec<Victim>,
-    /// The instance has no storage yet (memory-only restart, or created while the cache
-    /// was memory-only); it must be prepared first.
-    pub new_shelf: bool,
+}
+
+/// Where a value lies in the cache log.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) struct Span {
+    /// Offset of its first byte.
+    pub offset: u64,
+    /// Its length in bytes.
+    pub len: u64,
+}
+
+/// Where a value is: in memory, or only in the log.
+#[derive(Debug, Clone)]
+pub(crate) enum Stored {
+    /// Held in memory.
+    Held(CacheValue),
+    /// To be read from the log.
+    Logged(Span),
+}
+
+/// A live entry as the log's compaction copies it.
+#[derive(Debug)]
+pub(crate) struct Logged {
+    /// Its instance.
+    pub inst: InstanceId,
+    /// Its key.
+    pub key: IndexKey,
+    /// Its expiry instant.
+    pub expires_ms: Option<i64>,
+    /// Its value in the log.
+    pub span: Span,
 }
 
 /// What a read found.
@@ -59,10 +88,8 @@ pub(crate) enum Lookup {
     Missing,
     /// A live entry.
     Live {
-        /// Key plus value bytes.
-        size: u64,
-        /// The value, when held in memory.
-        value: Option<CacheValue>,
+        /// The value, or where to read it.
+        value: Stored,
         /// The entry's version, to hold a value read from disk only if still current.
         version: u64,
     },
@@ -87,18 +114,30 @@ struct Meta {
     /// Place in the order of values held in memory (durable mode, value held).
     hot: Slot,
     version: u64,
+    /// Offset of the value in the log (durable mode).
+    offset: u64,
 }
 
 impl Meta {
     fn live(&self, now: i64) -> bool {
         self.expires_ms.is_none_or(|e| now < e)
     }
+
+    fn stored(&self, key_len: usize) -> Stored {
+        match &self.value {
+            Some(v) => Stored::Held(v.clone()),
+            None => Stored::Logged(Span {
+                offset: self.offset,
+                len: self.size.saturating_sub(key_len as u64),
+            }),
+        }
+    }
 }
 
 type Shelf = BTreeMap<IndexKey, Meta>;
 
-/// A key a scan matched, with its value when held in memory.
-pub(crate) type Match = (IndexKey, Option<CacheValue>);
+/// A key a scan matched, with its value or where to read it.
+pub(crate) type Match = (IndexKey, Stored);
 
 /// Values held in memory in durable mode, most recently used last.
 #[derive(Debug, Default)]
@@ -223,6 +262,11 @@ impl Index {
         }
     }
 
+    /// The instances with entries (or created since start).
+    pub(crate) fn instances(&self) -> impl Iterator<Item = InstanceId> + '_ {
+        self.shelves.keys().copied()
+    }
+
     /// Drop every instance not in `live`; returns how many.
     pub(crate) fn retain(&mut self, live: &HashSet<InstanceId>) -> usize {
         let orphans: Vec<InstanceId> = self
@@ -237,10 +281,51 @@ impl Index {
         orphans.len()
     }
 
-    /// Record an entry read back from disk at start-up (its value stays on disk).
-    pub(crate) fn load(&mut self, inst: InstanceId, key: &str, size: u64, expires: Option<i64>) {
+    /// Record an entry read back from the log (its value stays there, at `offset`).
+    pub(crate) fn load(
+        &mut self,
+        inst: InstanceId,
+        key: &str,
+        size: u64,
+        expires: Option<i64>,
+        offset: u64,
+    ) {
         self.create_shelf(inst);
-        self.upsert(inst, &IndexKey::new(key), size, expires, None);
+        self.upsert(inst, &IndexKey::new(key), size, expires, None, offset);
+    }
+
+    /// Forget which instances were dropped: after a start-up, the registry says which
+    /// instances exist (and sweeps the others).
+    pub(crate) fn forget_dropped(&mut self) {
+        self.dropped.clear();
+    }
+
+    /// Every entry with where its value lies, for a compaction of the log.
+    pub(crate) fn logged(&self) -> Vec<Logged> {
+        let mut all = Vec::with_capacity(usize::try_from(self.entries).unwrap_or(0));
+        for (inst, shelf) in &self.shelves {
+            for (key, meta) in shelf {
+                all.push(Logged {
+                    inst: *inst,
+                    key: key.clone(),
+                    expires_ms: meta.expires_ms,
+                    span: Span {
+                        offset: meta.offset,
+                        len: meta.size.saturating_sub(key.as_bytes().len() as u64),
+                    },
+                });
+            }
+        }
+        all
+    }
+
+    /// Move every entry's value to `to(offset)`: the log was rewritten.
+    pub(crate) fn relocate(&mut self, to: impl Fn(u64) -> u64) {
+        for shelf in self.shelves.values_mut() {
+            for meta in shelf.values_mut() {
+                meta.offset = to(meta.offset);
+            }
+        }
     }
 
     /// The live entry under `key`, marking it used.
@@ -258,8 +343,7 @@ impl Index {
             h.order.touch(meta.hot);
         }
         Lookup::Live {
-            size: meta.size,
-            value: meta.value.clone(),
+            value: meta.stored(key.len()),
             version: meta.version,
         }
     }
@@ -338,11 +422,12 @@ impl Index {
         Ok(PutPlan {
             expires_ms,
             victims,
-            new_shelf: shelf.is_none(),
         })
     }
 
-    /// Record a planned write; `value` is held in memory (durable mode: while there is room).
+    /// Record a planned write whose value lies at `offset` in the log (0 when memory-only).
+    /// `value` is held in memory; in durable mode [`Index::shed`] later lets the least
+    /// recently used values go, once the log holds them.
     pub(crate) fn apply_put(
         &mut self,
         inst: InstanceId,
@@ -350,6 +435,7 @@ impl Index {
         size: u64,
         plan: &PutPlan,
         value: CacheValue,
+        offset: u64,
     ) {
         self.remove_victims(&plan.victims);
         self.upsert(
@@ -358,8 +444,8 @@ impl Index {
             size,
             plan.expires_ms,
             Some(value),
+            offset,
         );
-        self.shed();
     }
 
     /// Refuse a remove of a key without a live entry.
@@ -466,7 +552,7 @@ impl Index {
             }
             last = Some(key);
             if glob.matches_bytes(bytes) && meta.live(now) {
-                found.push((key.clone(), meta.value.clone()));
+                found.push((key.clone(), meta.stored(bytes.len())));
             }
             if glob.is_exact() {
                 break; // the only possible match is the first key of the range
@@ -545,6 +631,7 @@ impl Index {
         size: u64,
         expires_ms: Option<i64>,
         value: Option<CacheValue>,
+        offset: u64,
     ) {
         self.version += 1;
         let version = self.version;
@@ -562,6 +649,7 @@ impl Index {
             meta.size = size;
             meta.expires_ms = expires_ms;
             meta.version = version;
+            meta.offset = offset;
             hold(&mut self.held, meta, inst, key, value);
             if let Some(lru) = &mut self.recency {
                 lru.touch(meta.slot);
@@ -582,6 +670,7 @@ impl Index {
             value: None,
             hot: NIL,
             version,
+            offset,
         };
         hold(&mut self.held, &mut meta, inst, key, value);
         shelf.insert(key.clone(), meta);
@@ -590,7 +679,7 @@ impl Index {
     }
 
     /// Let go of the least recently used values held in memory beyond the budget.
-    fn shed(&mut self) {
+    pub(crate) fn shed(&mut self) {
         loop {
             let Some(h) = &self.held else {
                 return;
@@ -657,7 +746,7 @@ mod tests {
     ) -> Result<Vec<String>> {
         let k = key(k);
         let plan = ix.plan_put(inst, &name(), &k, size, now, op)?;
-        ix.apply_put(inst, &k, size, &plan, CacheValue::from_stored("{}"));
+        ix.apply_put(inst, &k, size, &plan, CacheValue::from_stored("{}"), 0);
         Ok(plan
             .victims
             .iter()
@@ -774,7 +863,7 @@ mod tests {
         // A bound lowered since the entries were stored (a restart): trimmed, oldest first.
         let mut ix = Index::new(Some(10), Values::All);
         for k in ["a", "b", "c", "d"] {
-            ix.load(A, k, 4, None);
+            ix.load(A, k, 4, None, 0);
         }
         let victims = ix.plan_reap(0, 10);
         assert_eq!(keys(victims.clone()), ["a", "b"]);
@@ -794,8 +883,7 @@ mod tests {
         assert!(put(&mut ix, A, "k", 1, 0, PutOp::Add(None)).is_ok());
         // An instance never seen (memory-only after a restart) takes writes.
         let k = key("k");
-        let plan = ix.plan_put(B, &name(), &k, 1, 0, PutOp::Add(None)).unwrap();
-        assert!(plan.new_shelf);
+        assert!(ix.plan_put(B, &name(), &k, 1, 0, PutOp::Add(None)).is_ok());
         let live: HashSet<InstanceId> = [B].into_iter().collect();
         assert_eq!(ix.retain(&live), 1);
         assert_eq!((ix.stats().0, ix.stats().1), (0, 0));
@@ -817,10 +905,11 @@ mod tests {
                     PutOp::Set(None, SetMode::Upsert),
                 )
                 .unwrap();
-            ix.apply_put(A, &k, n as u64, &plan, v(n));
+            ix.apply_put(A, &k, n as u64, &plan, v(n), 0);
+            ix.shed(); // as the writer does once the log holds the value
         };
         let held = |ix: &mut Index, k: &str| match ix.lookup(A, k, 0) {
-            Lookup::Live { value, .. } => value.is_some(),
+            Lookup::Live { value, .. } => matches!(value, Stored::Held(_)),
             Lookup::Missing => panic!("{k} missing"),
         };
         write(&mut ix, "a", 4);
@@ -840,7 +929,7 @@ mod tests {
         ix.hold_read(A, "b", version, v(4));
         assert!(held(&mut ix, "b"));
         assert_eq!(ix.stats().2, 8);
-        ix.load(A, "d", 4, None);
+        ix.load(A, "d", 4, None, 0);
         let Lookup::Live { version, .. } = ix.lookup(A, "d", 0) else {
             panic!()
         };
@@ -849,9 +938,8 @@ mod tests {
         let Lookup::Live { value, .. } = ix.lookup(A, "d", 0) else {
             panic!()
         };
-        assert_eq!(
-            value.map(|v| v.len()),
-            Some(5),
+        assert!(
+            matches!(value, Stored::Held(v) if v.len() == 5),
             "the stale read was not held"
         );
 

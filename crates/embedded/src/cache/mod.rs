@@ -1,22 +1,22 @@
-//! The cache service: every entry indexed in memory, values in SQLite (`cache.db`, one
-//! table per instance) or, when the operator chooses, in memory only.
+//! The cache service: every entry indexed in memory, every write appended to a log
+//! (`cache.log`) or, when the operator chooses, kept in memory only.
 //!
 //! # Layout
-//! `index::Index` holds, for every entry of every instance, its key, size and expiry (and
-//! its recency when the cache is bounded), plus the values of the most recently used
-//! entries (up to [`HELD_VALUE_BYTES`]; every value when memory-only). Point reads check
-//! the index first: a missing or expired key never touches SQLite, a held value is answered
-//! from memory, anything else is one row read by primary key. Queries walk the index's
-//! sorted keys (only the range sharing the pattern's literal prefix) and read the values of
-//! the matches that are not held.
+//! `index::Index` holds, for every entry of every instance, its key, size, expiry, where its
+//! value lies in the log (and its recency when the cache is bounded), plus the values of the
+//! most recently used entries (up to [`HELD_VALUE_BYTES`]; every value when memory-only).
+//! Point reads check the index first: a missing or expired key never touches the disk, a
+//! held value is answered from memory, anything else is one read of the log at the value's
+//! place. Queries walk the index's sorted keys (only the range sharing the pattern's literal
+//! prefix) and read the values of the matches that are not held.
 //!
 //! # Writes
-//! In durable mode a write is one closure on the SQLite writer thread: it plans against the
-//! index (conflict? missing? what to evict?), runs its SQL, applies the plan to the index,
-//! and is acknowledged once its batch committed. Only that thread changes the index, so
-//! the order of the index is the order of the commits. Should a commit fail, the index is
-//! rebuilt from the tables on the same thread. In memory-only mode the same plan is applied
-//! under the index lock.
+//! In durable mode a write is one closure on the log's writer thread (`log::Log`): it plans
+//! against the index (conflict? missing? what to evict?), appends its records, applies the
+//! plan to the index, and is acknowledged once its batch is on disk. Only that thread
+//! changes the index, so the order of the index is the order of the log. Should a write to
+//! the log fail, the index is rebuilt from the log on the same thread. In memory-only mode
+//! the same plan is applied under the index lock.
 //!
 //! # Expiry and eviction
 //! Reads compare the expiry with the clock, so an entry vanishes at its instant. A
@@ -27,10 +27,14 @@
 
 mod index;
 mod index_key;
+mod legacy;
+mod log;
 mod lru;
+mod record;
 
 use std::{
     collections::HashSet,
+    fs::File,
     path::Path,
     sync::{
         Arc, Mutex, MutexGuard, Weak,
@@ -48,16 +52,13 @@ use quintet_core::{
         cache::{Cache, CacheEntry, SetMode},
     },
 };
-use rusqlite::{Connection, OptionalExtension};
 use tokio::{sync::watch, task::JoinHandle};
 
 use self::{
-    index::{Index, Lookup, PutOp, PutPlan, Values, Victim, entry_size},
+    index::{Index, Lookup, PutOp, Span, Stored, Values, Victim, entry_size},
     index_key::IndexKey,
-};
-use crate::{
-    instance_store::InstanceTables,
-    sqlite::{INSTANCE_GONE, SqliteDb, SqliteOptions, is_missing_table, sql_error},
+    log::{Appender, Log, read_value},
+    record::Record,
 };
 
 /// Most entries one background reclaim removes in one write.
@@ -73,10 +74,8 @@ const INLINE_READ_BYTES: u64 = 64 * 1024;
 const SCAN_CHUNK: usize = 4096;
 
 /// In durable mode, the values of the most recently used entries are also kept in memory,
-/// up to this many bytes, so reading them needs no SQLite at all.
+/// up to this many bytes, so reading them needs no disk at all.
 pub const HELD_VALUE_BYTES: u64 = 64 * 1024 * 1024;
-
-const TABLES: InstanceTables = InstanceTables { prefix: "c" };
 
 /// How the operator set up the cache.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
@@ -108,52 +107,44 @@ pub struct EmbeddedCache {
 
 #[derive(Debug)]
 struct Inner {
-    index: Mutex<Index>,
+    index: Arc<Mutex<Index>>,
     clock: Arc<dyn Clock>,
     /// `None` in memory-only mode.
-    db: Option<SqliteDb>,
+    log: Option<Log>,
     reaper_started: AtomicBool,
     reaper: Mutex<Option<(watch::Sender<bool>, JoinHandle<()>)>>,
 }
 
-fn table(id: InstanceId) -> String {
-    TABLES.table(id)
-}
-
-fn ddl(table: &str) -> String {
-    format!(
-        "CREATE TABLE IF NOT EXISTS \"{table}\" (\
-           key        TEXT PRIMARY KEY, \
-           value      TEXT NOT NULL, \
-           expires_ms INTEGER\
-         ) STRICT;"
-    )
+/// Lock the index. A panic while holding the lock cannot leave the index half-updated in a
+/// way that matters more than refusing every request would, so poisoning is ignored.
+fn lock_index(index: &Mutex<Index>) -> MutexGuard<'_, Index> {
+    index.lock().unwrap_or_else(|e| e.into_inner())
 }
 
 impl EmbeddedCache {
-    /// Open the cache: on the SQLite file at `path`, or in memory only when `options` say so
-    /// (then a file left at `path` by an earlier durable run is removed, so its entries
-    /// cannot come back later). Every stored entry is indexed before this returns.
+    /// Open the cache: on the log at `path` (`cache.log`), or in memory only when `options`
+    /// say so (then a log left at `path` by an earlier durable run is removed, so its entries
+    /// cannot come back later). Every stored entry is indexed before this returns. Entries
+    /// an earlier version kept in `cache.db` beside `path` are moved into the log first.
     pub fn open(path: &Path, clock: Arc<dyn Clock>, options: &CacheOptions) -> Result<Self> {
         let values = if options.memory_only {
             Values::All
         } else {
             Values::Recent(HELD_VALUE_BYTES)
         };
-        let mut index = Index::new(options.max_bytes, values);
-        let db = if options.memory_only {
+        let index = Arc::new(Mutex::new(Index::new(options.max_bytes, values)));
+        let log = if options.memory_only {
             remove_files(path)?;
             None
         } else {
-            let db = SqliteDb::open(path, &[], SqliteOptions::default())?;
-            db.read_now(|conn| load_all(conn, &mut index))?;
-            Some(db)
+            legacy::import(path)?;
+            Some(Log::open(path, Arc::clone(&index))?)
         };
         let cache = Self {
             inner: Arc::new(Inner {
-                index: Mutex::new(index),
+                index,
                 clock,
-                db,
+                log,
                 reaper_started: AtomicBool::new(false),
                 reaper: Mutex::new(None),
             }),
@@ -169,6 +160,15 @@ impl EmbeddedCache {
             entries,
             bytes,
             values_in_memory,
+        }
+    }
+
+    /// Rewrite the log with only the live entries now, as happens on its own once most of
+    /// it is records of removed or overwritten entries. Nothing to do when memory-only.
+    pub async fn compact_now(&self) -> Result<()> {
+        match &self.inner.log {
+            Some(log) => log.compact().await,
+            None => Ok(()),
         }
     }
 
@@ -214,19 +214,27 @@ impl EmbeddedCache {
         let now = self.inner.clock.now_ms();
         let size = entry_size(key.as_str(), value.len());
         let (inst, name) = (instance.id, instance.name.clone());
-        let Some(db) = &self.inner.db else {
+        let Some(log) = &self.inner.log else {
             let mut index = self.inner.lock();
             let plan = index.plan_put(inst, &name, key, size, now, op)?;
-            index.apply_put(inst, key, size, &plan, value);
+            index.apply_put(inst, key, size, &plan, value, 0);
             return Ok(());
         };
         let inner = Arc::clone(&self.inner);
         let key = key.clone();
-        let written = db
-            .write(move |conn| {
+        let written = log
+            .write(move |app| {
                 let plan = inner.lock().plan_put(inst, &name, &key, size, now, op)?;
-                write_sql(conn, inst, &key, &value, &plan)?;
-                inner.lock().apply_put(inst, &key, size, &plan, value);
+                append_removals(app, &plan.victims);
+                let offset = app.append(&Record::Put {
+                    inst,
+                    key: key.as_str(),
+                    value: value.as_str().as_bytes(),
+                    expires_ms: plan.expires_ms,
+                });
+                inner
+                    .lock()
+                    .apply_put(inst, &key, size, &plan, value, offset);
                 Ok(())
             })
             .await;
@@ -234,35 +242,26 @@ impl EmbeddedCache {
     }
 }
 
+fn append_removals(app: &mut Appender, victims: &[Victim]) {
+    for v in victims {
+        app.append(&Record::Remove {
+            inst: v.inst,
+            key: v.key.as_str(),
+        });
+    }
+}
+
 impl Inner {
     fn lock(&self) -> MutexGuard<'_, Index> {
-        // A panic while holding the lock cannot leave the index half-updated in a way
-        // that matters more than refusing every request would, so poisoning is ignored.
-        self.index.lock().unwrap_or_else(|e| e.into_inner())
+        lock_index(&self.index)
     }
 
-    /// After a failed durable write the index may be ahead of the tables (its batch was
-    /// rolled back), or may know an instance whose table is missing (writes plan against
-    /// the index first, so only a disagreement gets that far): rebuild it from the
-    /// tables, in commit order, on the writer thread.
+    /// After a failed durable write the index may be ahead of the log (its batch did not
+    /// reach the disk): rebuild it from the log, in order, on the writer thread.
     async fn repair_after<T>(self: &Arc<Self>, result: Result<T>) -> Result<T> {
-        let detail = match &result {
-            Err(Error::Internal(detail)) => Some(detail.as_str()),
-            Err(Error::NotFound(msg)) if msg == INSTANCE_GONE => Some(INSTANCE_GONE),
-            _ => None,
-        };
-        if let (Some(detail), Some(db)) = (detail, &self.db) {
+        if let (Err(Error::Internal(detail)), Some(log)) = (&result, &self.log) {
             tracing::warn!(error = %detail, "a cache write failed; rebuilding the cache index");
-            let inner = Arc::clone(self);
-            let rebuilt = db
-                .write(move |conn| {
-                    let mut fresh = inner.lock().emptied();
-                    load_all(conn, &mut fresh)?;
-                    *inner.lock() = fresh;
-                    Ok(())
-                })
-                .await;
-            if let Err(e) = rebuilt {
+            if let Err(e) = log.rebuild().await {
                 tracing::error!(error = %e, "rebuilding the cache index failed");
             }
         }
@@ -272,7 +271,7 @@ impl Inner {
     /// Remove one batch of expired (or, over the bound, least recently used) entries.
     async fn reap_batch(self: &Arc<Self>) -> Result<usize> {
         let now = self.clock.now_ms();
-        let Some(db) = &self.db else {
+        let Some(log) = &self.log else {
             let mut index = self.lock();
             let victims = index.plan_reap(now, REAP_BATCH);
             index.remove_victims(&victims);
@@ -282,10 +281,10 @@ impl Inner {
             return Ok(0); // nothing to do: no write, no commit
         }
         let inner = Arc::clone(self);
-        let reaped = db
-            .write(move |conn| {
+        let reaped = log
+            .write(move |app| {
                 let victims = inner.lock().plan_reap(now, REAP_BATCH);
-                delete_sql(conn, &victims)?;
+                append_removals(app, &victims);
                 inner.lock().remove_victims(&victims);
                 Ok(victims.len())
             })
@@ -319,12 +318,11 @@ async fn reap_loop(inner: Weak<Inner>, mut stop: watch::Receiver<bool>) {
     }
 }
 
-/// Remove a memory-only cache's leftover database files.
+/// Remove a memory-only cache's leftover files: the log and an earlier version's database.
 fn remove_files(path: &Path) -> Result<()> {
     let mut removed = false;
-    for suffix in ["", "-wal", "-shm"] {
-        let mut file = path.as_os_str().to_owned();
-        file.push(suffix);
+    let legacy = legacy::database_files(&legacy::database_beside(path));
+    for file in std::iter::once(path.to_owned()).chain(legacy) {
         match std::fs::remove_file(&file) {
             Ok(()) => removed = true,
             Err(e) if e.kind() == std::io::ErrorKind::NotFound => {}
@@ -338,100 +336,6 @@ fn remove_files(path: &Path) -> Result<()> {
         );
     }
     Ok(())
-}
-
-/// Index every entry of every cache table.
-fn load_all(conn: &Connection, index: &mut Index) -> Result<()> {
-    let names: Vec<String> = {
-        let mut stmt = conn
-            .prepare("SELECT name FROM sqlite_master WHERE type = 'table' AND name GLOB 'c[0-9]*'")
-            .map_err(sql_error)?;
-        stmt.query_map([], |r| r.get(0))
-            .map_err(sql_error)?
-            .collect::<rusqlite::Result<_>>()
-            .map_err(sql_error)?
-    };
-    for name in names {
-        let Some(id) = name[1..].parse::<i64>().ok().map(InstanceId) else {
-            continue; // an auxiliary table `c<id>_<suffix>`
-        };
-        index.create_shelf(id);
-        let mut stmt = conn
-            .prepare(&format!(
-                "SELECT key, octet_length(value), expires_ms FROM \"{name}\""
-            ))
-            .map_err(sql_error)?;
-        let mut rows = stmt.query([]).map_err(sql_error)?;
-        while let Some(row) = rows.next().map_err(sql_error)? {
-            let key: String = row.get(0).map_err(sql_error)?;
-            let value_len: i64 = row.get(1).map_err(sql_error)?;
-            let expires: Option<i64> = row.get(2).map_err(sql_error)?;
-            let size = entry_size(&key, usize::try_from(value_len).unwrap_or(0));
-            index.load(id, &key, size, expires);
-        }
-    }
-    Ok(())
-}
-
-/// The SQL of a planned write: prepare the table if needed, evict, upsert.
-fn write_sql(
-    conn: &Connection,
-    inst: InstanceId,
-    key: &CacheKey,
-    value: &CacheValue,
-    plan: &PutPlan,
-) -> Result<()> {
-    let t = table(inst);
-    if plan.new_shelf {
-        conn.execute_batch(&ddl(&t)).map_err(sql_error)?;
-    }
-    delete_sql(conn, &plan.victims)?;
-    conn.prepare_cached(&format!(
-        "INSERT INTO \"{t}\" (key, value, expires_ms) VALUES (?1, ?2, ?3) \
-         ON CONFLICT (key) DO UPDATE SET value = excluded.value, expires_ms = excluded.expires_ms"
-    ))
-    .and_then(|mut stmt| {
-        stmt.execute(rusqlite::params![
-            key.as_str(),
-            value.as_str(),
-            plan.expires_ms
-        ])
-    })
-    .map_err(sql_error)?;
-    Ok(())
-}
-
-fn delete_sql(conn: &Connection, victims: &[Victim]) -> Result<()> {
-    for v in victims {
-        conn.prepare_cached(&format!("DELETE FROM \"{}\" WHERE key = ?1", table(v.inst)))
-            .and_then(|mut stmt| stmt.execute([v.key.as_str()]))
-            .map_err(sql_error)?;
-    }
-    Ok(())
-}
-
-/// The value under `key` if its row is still there and live at `now`.
-fn read_value(conn: &Connection, table: &str, key: &str, now: i64) -> Result<Option<CacheValue>> {
-    let mut stmt = match conn.prepare_cached(&format!(
-        "SELECT value, expires_ms FROM \"{table}\" WHERE key = ?1"
-    )) {
-        Ok(stmt) => stmt,
-        Err(e) if is_missing_table(&e) => return Ok(None),
-        Err(e) => return Err(sql_error(e)),
-    };
-    stmt.query_row([key], |row| {
-        let expires: Option<i64> = row.get(1)?;
-        if expires.is_some_and(|e| now >= e) {
-            return Ok(None);
-        }
-        let text = row.get_ref(0)?.as_str().map_err(|e| {
-            rusqlite::Error::FromSqlConversionFailure(0, rusqlite::types::Type::Text, Box::new(e))
-        })?;
-        Ok(Some(CacheValue::from_stored(text)))
-    })
-    .optional()
-    .map(Option::flatten)
-    .map_err(sql_error)
 }
 
 #[async_trait]
@@ -449,34 +353,37 @@ impl Cache for EmbeddedCache {
     async fn get(&self, instance: &Instance, key: &CacheKey) -> Result<Option<CacheValue>> {
         self.ensure_reaper();
         let now = self.inner.clock.now_ms();
-        let found = self.inner.lock().lookup(instance.id, key.as_str(), now);
-        let (size, version) = match found {
-            Lookup::Missing => return Ok(None),
-            Lookup::Live { value: Some(v), .. } => return Ok(Some(v)),
-            Lookup::Live {
-                size,
-                value: None,
-                version,
-            } => (size, version),
+        let (span, version, file) = {
+            let mut index = self.inner.lock();
+            match index.lookup(instance.id, key.as_str(), now) {
+                Lookup::Missing => return Ok(None),
+                Lookup::Live {
+                    value: Stored::Held(v),
+                    ..
+                } => return Ok(Some(v)),
+                Lookup::Live {
+                    value: Stored::Logged(span),
+                    version,
+                } => match &self.inner.log {
+                    // Under the index lock: a compaction moves the file and the places
+                    // together.
+                    Some(log) => (span, version, log.file()),
+                    None => return Ok(None), // memory-only: every value is held
+                },
+            }
         };
-        let Some(db) = &self.inner.db else {
-            return Ok(None);
-        };
-        let t = table(instance.id);
-        let value = if size <= INLINE_READ_BYTES {
-            db.read_now(|conn| read_value(conn, &t, key.as_str(), now))?
+        let value = if span.len <= INLINE_READ_BYTES {
+            read_value(&file, span)?
         } else {
-            let key = key.clone();
-            db.read(move |conn| read_value(conn, &t, key.as_str(), now))
-                .await?
+            tokio::task::spawn_blocking(move || read_value(&file, span))
+                .await
+                .map_err(|e| Error::internal(format!("a read task failed: {e}")))??
         };
-        if let Some(v) = &value {
-            // Keep it in memory for the next read, unless a write came in between.
-            self.inner
-                .lock()
-                .hold_read(instance.id, key.as_str(), version, v.clone());
-        }
-        Ok(value)
+        // Keep it in memory for the next read, unless a write came in between.
+        self.inner
+            .lock()
+            .hold_read(instance.id, key.as_str(), version, value.clone());
+        Ok(Some(value))
     }
 
     async fn set(
@@ -498,7 +405,7 @@ impl Cache for EmbeddedCache {
             inst,
             key: IndexKey::new(key.as_str()),
         };
-        let Some(db) = &self.inner.db else {
+        let Some(log) = &self.inner.log else {
             let mut index = self.inner.lock();
             index.plan_remove(inst, &name, key, now)?;
             index.remove_victims(&[victim]);
@@ -506,11 +413,11 @@ impl Cache for EmbeddedCache {
         };
         let inner = Arc::clone(&self.inner);
         let key = key.clone();
-        let removed = db
-            .write(move |conn| {
+        let removed = log
+            .write(move |app| {
                 inner.lock().plan_remove(inst, &name, &key, now)?;
                 let victims = [victim];
-                delete_sql(conn, &victims)?;
+                append_removals(app, &victims);
                 inner.lock().remove_victims(&victims);
                 Ok(())
             })
@@ -521,55 +428,53 @@ impl Cache for EmbeddedCache {
     async fn query(&self, instance: &Instance, pattern: &Glob) -> Result<Vec<CacheEntry>> {
         self.ensure_reaper();
         let now = self.inner.clock.now_ms();
-        let mut found = Vec::new();
+        // Each match with its value, or the file and place to read it from. The file is
+        // taken under the index lock with the places: a compaction moves both at once.
+        let mut found: Vec<(IndexKey, Result<CacheValue, (Arc<File>, Span)>)> = Vec::new();
         let mut after = None;
         loop {
-            let (chunk, resume) =
-                self.inner
-                    .lock()
-                    .scan(instance.id, pattern, now, after.as_ref(), SCAN_CHUNK);
-            found.extend(chunk);
+            let (chunk, resume, file) = {
+                let index = self.inner.lock();
+                let (chunk, resume) =
+                    index.scan(instance.id, pattern, now, after.as_ref(), SCAN_CHUNK);
+                (chunk, resume, self.inner.log.as_ref().map(Log::file))
+            };
+            for (key, stored) in chunk {
+                match (stored, &file) {
+                    (Stored::Held(v), _) => found.push((key, Ok(v))),
+                    (Stored::Logged(span), Some(f)) => {
+                        found.push((key, Err((Arc::clone(f), span))))
+                    }
+                    (Stored::Logged(_), None) => {} // memory-only: every value is held
+                }
+            }
             match resume {
                 Some(r) => after = Some(r),
                 None => break,
             }
         }
-        let all_held = found.iter().all(|(_, value)| value.is_some());
-        let db = match &self.inner.db {
-            Some(db) if !all_held => db,
-            _ => {
-                return found
-                    .into_iter()
-                    .filter_map(|(key, value)| value.map(|v| (key, v)))
-                    .map(|(key, value)| {
-                        Ok(CacheEntry {
-                            key: key.as_str().parse()?,
-                            value,
-                        })
-                    })
-                    .collect();
-            }
-        };
-        let t = table(instance.id);
-        db.read(move |conn| {
-            // One read transaction: every value read from the same snapshot.
-            let tx = conn.unchecked_transaction().map_err(sql_error)?;
-            let mut entries = Vec::with_capacity(found.len());
-            for (key, held) in found {
-                let value = match held {
-                    Some(v) => Some(v),
-                    None => read_value(&tx, &t, key.as_str(), now)?,
-                };
-                if let Some(value) = value {
-                    entries.push(CacheEntry {
+        let all_held = found.iter().all(|(_, value)| value.is_ok());
+        let entries = move || {
+            found
+                .into_iter()
+                .map(|(key, value)| {
+                    let value = match value {
+                        Ok(v) => v,
+                        Err((file, span)) => read_value(&file, span)?,
+                    };
+                    Ok(CacheEntry {
                         key: key.as_str().parse()?,
                         value,
-                    });
-                }
-            }
-            Ok(entries)
-        })
-        .await
+                    })
+                })
+                .collect()
+        };
+        if all_held {
+            return entries();
+        }
+        tokio::task::spawn_blocking(entries)
+            .await
+            .map_err(|e| Error::internal(format!("a read task failed: {e}")))?
     }
 }
 
@@ -578,13 +483,13 @@ impl Lifecycle for EmbeddedCache {
     async fn create_instance(&self, instance: &Instance) -> Result<()> {
         self.ensure_reaper();
         let id = instance.id;
-        let Some(db) = &self.inner.db else {
+        let Some(log) = &self.inner.log else {
             self.inner.lock().create_shelf(id);
             return Ok(());
         };
+        // In the writer's order, after any drop of the same instance.
         let inner = Arc::clone(&self.inner);
-        db.write(move |conn| {
-            conn.execute_batch(&ddl(&table(id))).map_err(sql_error)?;
+        log.write(move |_| {
             inner.lock().create_shelf(id);
             Ok(())
         })
@@ -593,13 +498,13 @@ impl Lifecycle for EmbeddedCache {
 
     async fn drop_instance(&self, instance: &Instance) -> Result<()> {
         let id = instance.id;
-        let Some(db) = &self.inner.db else {
+        let Some(log) = &self.inner.log else {
             self.inner.lock().drop_shelf(id);
             return Ok(());
         };
         let inner = Arc::clone(&self.inner);
-        db.write(move |conn| {
-            TABLES.drop_instance(conn, id)?;
+        log.write(move |app| {
+            app.append(&Record::Drop { inst: id });
             inner.lock().drop_shelf(id);
             Ok(())
         })
@@ -609,15 +514,16 @@ impl Lifecycle for EmbeddedCache {
     async fn sweep(&self, live: &[InstanceId]) -> Result<usize> {
         self.ensure_reaper();
         let live: HashSet<InstanceId> = live.iter().copied().collect();
-        let Some(db) = &self.inner.db else {
+        let Some(log) = &self.inner.log else {
             return Ok(self.inner.lock().retain(&live));
         };
         let inner = Arc::clone(&self.inner);
-        db.write(move |conn| {
-            let ids: Vec<InstanceId> = live.iter().copied().collect();
-            let removed = TABLES.sweep(conn, &ids)?;
-            inner.lock().retain(&live);
-            Ok(removed)
+        log.write(move |app| {
+            let mut index = inner.lock();
+            for inst in index.instances().filter(|i| !live.contains(i)) {
+                app.append(&Record::Drop { inst });
+            }
+            Ok(index.retain(&live))
         })
         .await
     }
@@ -630,9 +536,9 @@ impl Lifecycle for EmbeddedCache {
             let _ = stop.send(true);
             let _ = task.await;
         }
-        match &self.inner.db {
-            Some(db) => db.close().await,
-            None => Ok(()),
+        if let Some(log) = &self.inner.log {
+            log.close().await;
         }
+        Ok(())
     }
 }

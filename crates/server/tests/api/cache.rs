@@ -552,7 +552,7 @@ async fn memory_only_behaves_the_same_and_forgets_at_restart() {
     clock.advance(1_000);
     s.get("/cache/c/k").await.expect(404);
     add(&s, "k", json!({"v": 3}), None).await.expect(201);
-    assert!(!s.data_dir().join("cache.db").exists(), "nothing on disk");
+    assert!(!s.data_dir().join("cache.log").exists(), "nothing on disk");
 
     s.restart().await;
     s.put("/cache/c", None).await.expect(409); // the instance is still there…
