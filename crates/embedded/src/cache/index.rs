@@ -163,6 +163,9 @@ pub(crate) struct Index {
     entries: u64,
     max_bytes: Option<u64>,
     version: u64,
+    /// End of what the log holds (durable mode): values at or beyond it are still only in
+    /// memory and must not be let go.
+    written: u64,
 }
 
 /// Bytes an entry counts for: its key plus its value's JSON text.
@@ -220,6 +223,7 @@ impl Index {
             entries: 0,
             max_bytes,
             version: 0,
+            written: u64::MAX,
         }
     }
 
@@ -232,6 +236,7 @@ impl Index {
         let mut fresh = Self::new(self.max_bytes, values);
         fresh.dropped = self.dropped.clone();
         fresh.version = self.version;
+        fresh.written = self.written;
         fresh
     }
 
@@ -678,7 +683,13 @@ impl Index {
         self.entries += 1;
     }
 
-    /// Let go of the least recently used values held in memory beyond the budget.
+    /// The log now holds everything before `end`.
+    pub(crate) fn set_written(&mut self, end: u64) {
+        self.written = end;
+    }
+
+    /// Let go of the least recently used values held in memory beyond the budget, but not
+    /// of a value the log does not hold yet (newer ones are let go once it does).
     pub(crate) fn shed(&mut self) {
         loop {
             let Some(h) = &self.held else {
@@ -696,8 +707,8 @@ impl Index {
                 .get_mut(&inst)
                 .and_then(|s| s.get_mut(key.as_bytes()))
             {
-                Some(meta) => release(&mut self.held, meta),
-                None => return, // cannot happen: held values belong to entries
+                Some(meta) if meta.offset < self.written => release(&mut self.held, meta),
+                _ => return, // not written yet (or, cannot happen, held by no entry)
             }
         }
     }
@@ -887,6 +898,40 @@ mod tests {
         let live: HashSet<InstanceId> = [B].into_iter().collect();
         assert_eq!(ix.retain(&live), 1);
         assert_eq!((ix.stats().0, ix.stats().1), (0, 0));
+    }
+
+    #[test]
+    fn a_value_the_log_does_not_hold_yet_is_never_let_go() {
+        let mut ix = Index::new(None, Values::Recent(10));
+        let write = |ix: &mut Index, k: &str, n: usize, offset: u64| {
+            let k = key(k);
+            let plan = ix
+                .plan_put(
+                    A,
+                    &name(),
+                    &k,
+                    n as u64,
+                    0,
+                    PutOp::Set(None, SetMode::Upsert),
+                )
+                .unwrap();
+            let value = CacheValue::from_stored("x".repeat(n));
+            ix.apply_put(A, &k, n as u64, &plan, value, offset);
+            ix.shed();
+        };
+        ix.set_written(100);
+        write(&mut ix, "a", 4, 0);
+        write(&mut ix, "b", 8, 200); // beyond what the log holds
+        assert_eq!(ix.stats().2, 8, "a was let go, b not");
+        write(&mut ix, "c", 4, 300);
+        assert_eq!(
+            ix.stats().2,
+            12,
+            "over the budget rather than losing b or c"
+        );
+        ix.set_written(400);
+        ix.shed();
+        assert_eq!(ix.stats().2, 4, "b goes once written; c, the newest, stays");
     }
 
     #[test]

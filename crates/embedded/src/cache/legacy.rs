@@ -8,7 +8,7 @@ use std::{
     path::{Path, PathBuf},
 };
 
-use quintet_core::{InstanceId, Result};
+use quintet_core::{InstanceId, Result, cache::key::MAX_KEY_BYTES};
 use rusqlite::{Connection, OpenFlags};
 
 use super::record::Record;
@@ -90,6 +90,14 @@ fn copy_tables(conn: &Connection, out: &mut impl Write) -> Result<usize> {
             let key: String = row.get(0).map_err(sql_error)?;
             let value: String = row.get(1).map_err(sql_error)?;
             let expires_ms: Option<i64> = row.get(2).map_err(sql_error)?;
+            if key.is_empty() || key.len() > MAX_KEY_BYTES || value.is_empty() {
+                tracing::warn!(
+                    table,
+                    key,
+                    "skipped a cache row that breaks the key or value rules"
+                );
+                continue;
+            }
             record.clear();
             Record::Put {
                 inst: InstanceId(id),

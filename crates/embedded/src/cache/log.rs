@@ -132,8 +132,6 @@ enum Msg {
     Compact(oneshot::Sender<Result<()>>),
     /// The background copy of a compaction finished.
     Copied(Result<LiveCopy>),
-    /// Rebuild the index from the log (after a failed write).
-    Rebuild(oneshot::Sender<Result<()>>),
     /// Stop the thread; answered once every earlier write is done.
     Close(Option<oneshot::Sender<()>>),
 }
@@ -155,6 +153,7 @@ impl Log {
             let mut ix = lock_index(&index);
             let replayed = replay(&file, u64::MAX, &mut ix)?;
             ix.forget_dropped();
+            ix.set_written(replayed.end);
             replayed
         };
         let len = file.metadata()?.len();
@@ -211,19 +210,10 @@ impl Log {
         rx.await.map_err(|_| closed())?
     }
 
-    /// Rebuild the index from the log, on the writer thread (after a failed write).
-    pub(crate) async fn rebuild(&self) -> Result<()> {
-        self.ask(Msg::Rebuild).await
-    }
-
     /// Compact the log now.
     pub(crate) async fn compact(&self) -> Result<()> {
-        self.ask(Msg::Compact).await
-    }
-
-    async fn ask(&self, msg: fn(oneshot::Sender<Result<()>>) -> Msg) -> Result<()> {
         let (tx, rx) = oneshot::channel();
-        self.tx.send(msg(tx)).map_err(|_| closed())?;
+        self.tx.send(Msg::Compact(tx)).map_err(|_| closed())?;
         rx.await.map_err(|_| closed())?
     }
 
@@ -429,8 +419,7 @@ impl Writer {
                     None
                 };
             }
-            if !batch.is_empty() {
-                self.commit(&mut batch);
+            if !batch.is_empty() && self.commit(&mut batch) {
                 self.maybe_compact();
             }
             match control {
@@ -443,7 +432,7 @@ impl Writer {
                     while let Ok(m) = rx.try_recv() {
                         match m {
                             Msg::Write(job) => job.fail(closed()),
-                            Msg::Compact(r) | Msg::Rebuild(r) => {
+                            Msg::Compact(r) => {
                                 let _ = r.send(Err(closed()));
                             }
                             Msg::Close(Some(r)) => {
@@ -461,9 +450,6 @@ impl Writer {
                     }
                 }
                 Some(Msg::Copied(copy)) => self.finish_compaction(copy),
-                Some(Msg::Rebuild(reply)) => {
-                    let _ = reply.send(self.rebuild());
-                }
                 Some(Msg::Write(_)) | None => {}
             }
             next = rx.recv().ok();
@@ -471,12 +457,13 @@ impl Writer {
         self.stop();
     }
 
-    fn commit(&mut self, batch: &mut Vec<Box<dyn Job>>) {
+    /// Run and write a batch; answers whether its records (if any) reached the disk.
+    fn commit(&mut self, batch: &mut Vec<Box<dyn Job>>) -> bool {
         if let Some(why) = &self.poisoned {
             for job in batch.drain(..) {
                 job.fail(Error::Unavailable(why.clone()));
             }
-            return;
+            return false;
         }
         let mut app = Appender {
             buf: std::mem::take(&mut self.buf),
@@ -496,13 +483,31 @@ impl Writer {
         } else {
             self.write(&app.buf)
         };
+        if outcome.is_err() {
+            // The batch changed the index but not the log: put the index back in step
+            // before any other write plans against it.
+            if let Err(e) = self.rebuild() {
+                self.poison(format!(
+                    "the cache index could not be rebuilt from the log ({e})"
+                ));
+            }
+        }
         app.buf.clear();
         if app.buf.capacity() <= CHUNK {
             self.buf = app.buf;
         }
+        let ok = outcome.is_ok();
         for deliver in delivers {
             deliver(outcome.clone());
         }
+        ok
+    }
+
+    /// Refuse every later write until a restart (which replays the log from the disk).
+    fn poison(&mut self, why: String) {
+        let why = format!("{why}; restart the server once the disk is fixed");
+        tracing::error!("{why}");
+        self.poisoned = Some(why);
     }
 
     /// Write `records` at the end of the log and make them durable.
@@ -514,10 +519,18 @@ impl Writer {
         if let Err(e) = written {
             return Err(self.undo(end, e));
         }
-        // The values are readable from the file now: the index may let go of its copies.
-        lock_index(&self.index).shed();
+        {
+            // The values are readable from the file now: the index may let go of its copies.
+            let mut ix = lock_index(&self.index);
+            ix.set_written(end);
+            ix.shed();
+        }
         if let Err(e) = self.file.sync_data() {
-            return Err(self.undo(end, e.into()));
+            // After a failed flush the kernel may report a later one as successful without
+            // having written the pages: nothing written from here on could be trusted.
+            let e = self.undo(end, e.into());
+            self.poison(format!("flushing the cache log failed ({e})"));
+            return Err(e);
         }
         self.tail = end;
         Ok(())
@@ -539,12 +552,9 @@ impl Writer {
         let undone = zero(&self.file, self.tail, end.min(self.allocated))
             .and_then(|()| Ok(self.file.sync_data()?));
         if let Err(e) = undone {
-            let why = format!(
-                "the cache log could not be written ({err}) nor repaired ({e}); restart the \
-                 server once the disk is fixed"
-            );
-            tracing::error!("{why}");
-            self.poisoned = Some(why);
+            self.poison(format!(
+                "the cache log could not be written ({err}) nor repaired ({e})"
+            ));
         }
         Error::internal(format!("writing the cache log failed: {err}"))
     }
@@ -552,6 +562,7 @@ impl Writer {
     fn rebuild(&mut self) -> Result<()> {
         let mut fresh = lock_index(&self.index).emptied();
         replay(&self.file, self.tail, &mut fresh)?;
+        fresh.set_written(self.tail);
         *lock_index(&self.index) = fresh;
         Ok(())
     }
@@ -634,8 +645,9 @@ impl Writer {
             to += n as u64;
         }
         copy.file.sync_all()?;
+        let dir = File::open(&self.dir)?;
         fs::rename(compact_path(&self.path), &self.path)?;
-        sync_dir(&self.dir)?;
+        // From here on the copy is the log: switch to it whatever happens.
         let before = self.tail;
         let file = Arc::new(copy.file);
         {
@@ -645,17 +657,27 @@ impl Writer {
                 if offset >= from {
                     offset - from + copy.len
                 } else {
-                    // Every entry older than the copy was copied.
+                    // Every entry older than the copy was copied (the snapshot was taken
+                    // between two successful batches, and a failed one rebuilds the index
+                    // before anything else runs).
                     moves
                         .binary_search_by_key(&offset, |m| m.0)
                         .map_or(offset, |i| moves[i].1)
                 }
             });
+            ix.set_written(to);
             *self.reader.lock().unwrap_or_else(|e| e.into_inner()) = Arc::clone(&file);
         }
         self.file = file;
         self.tail = to;
         self.allocated = to;
+        if let Err(e) = dir.sync_all() {
+            // Should the rename not reach the disk, a crash would bring back the old log
+            // without the writes that follow.
+            self.poison(format!(
+                "the cache log was compacted but its directory could not be synced ({e})"
+            ));
+        }
         tracing::info!(before, after = to, "compacted the cache log");
         Ok(())
     }

@@ -15,7 +15,7 @@
 //! against the index (conflict? missing? what to evict?), appends its records, applies the
 //! plan to the index, and is acknowledged once its batch is on disk. Only that thread
 //! changes the index, so the order of the index is the order of the log. Should a write to
-//! the log fail, the index is rebuilt from the log on the same thread. In memory-only mode
+//! the log fail, the index is rebuilt from the log on the same thread before anything else. In memory-only mode
 //! the same plan is applied under the index lock.
 //!
 //! # Expiry and eviction
@@ -222,23 +222,21 @@ impl EmbeddedCache {
         };
         let inner = Arc::clone(&self.inner);
         let key = key.clone();
-        let written = log
-            .write(move |app| {
-                let plan = inner.lock().plan_put(inst, &name, &key, size, now, op)?;
-                append_removals(app, &plan.victims);
-                let offset = app.append(&Record::Put {
-                    inst,
-                    key: key.as_str(),
-                    value: value.as_str().as_bytes(),
-                    expires_ms: plan.expires_ms,
-                });
-                inner
-                    .lock()
-                    .apply_put(inst, &key, size, &plan, value, offset);
-                Ok(())
-            })
-            .await;
-        self.inner.repair_after(written).await
+        log.write(move |app| {
+            let plan = inner.lock().plan_put(inst, &name, &key, size, now, op)?;
+            append_removals(app, &plan.victims);
+            let offset = app.append(&Record::Put {
+                inst,
+                key: key.as_str(),
+                value: value.as_str().as_bytes(),
+                expires_ms: plan.expires_ms,
+            });
+            inner
+                .lock()
+                .apply_put(inst, &key, size, &plan, value, offset);
+            Ok(())
+        })
+        .await
     }
 }
 
@@ -256,18 +254,6 @@ impl Inner {
         lock_index(&self.index)
     }
 
-    /// After a failed durable write the index may be ahead of the log (its batch did not
-    /// reach the disk): rebuild it from the log, in order, on the writer thread.
-    async fn repair_after<T>(self: &Arc<Self>, result: Result<T>) -> Result<T> {
-        if let (Err(Error::Internal(detail)), Some(log)) = (&result, &self.log) {
-            tracing::warn!(error = %detail, "a cache write failed; rebuilding the cache index");
-            if let Err(e) = log.rebuild().await {
-                tracing::error!(error = %e, "rebuilding the cache index failed");
-            }
-        }
-        result
-    }
-
     /// Remove one batch of expired (or, over the bound, least recently used) entries.
     async fn reap_batch(self: &Arc<Self>) -> Result<usize> {
         let now = self.clock.now_ms();
@@ -281,15 +267,13 @@ impl Inner {
             return Ok(0); // nothing to do: no write, no commit
         }
         let inner = Arc::clone(self);
-        let reaped = log
-            .write(move |app| {
-                let victims = inner.lock().plan_reap(now, REAP_BATCH);
-                append_removals(app, &victims);
-                inner.lock().remove_victims(&victims);
-                Ok(victims.len())
-            })
-            .await;
-        self.repair_after(reaped).await
+        log.write(move |app| {
+            let victims = inner.lock().plan_reap(now, REAP_BATCH);
+            append_removals(app, &victims);
+            inner.lock().remove_victims(&victims);
+            Ok(victims.len())
+        })
+        .await
     }
 }
 
@@ -413,16 +397,14 @@ impl Cache for EmbeddedCache {
         };
         let inner = Arc::clone(&self.inner);
         let key = key.clone();
-        let removed = log
-            .write(move |app| {
-                inner.lock().plan_remove(inst, &name, &key, now)?;
-                let victims = [victim];
-                append_removals(app, &victims);
-                inner.lock().remove_victims(&victims);
-                Ok(())
-            })
-            .await;
-        self.inner.repair_after(removed).await
+        log.write(move |app| {
+            inner.lock().plan_remove(inst, &name, &key, now)?;
+            let victims = [victim];
+            append_removals(app, &victims);
+            inner.lock().remove_victims(&victims);
+            Ok(())
+        })
+        .await
     }
 
     async fn query(&self, instance: &Instance, pattern: &Glob) -> Result<Vec<CacheEntry>> {
