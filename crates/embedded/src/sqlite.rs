@@ -370,10 +370,7 @@ impl WalSync {
     fn new(db: &Path) -> Self {
         Self {
             wal: PathBuf::from(format!("{}-wal", db.display())),
-            dir: db
-                .parent()
-                .map(Path::to_path_buf)
-                .unwrap_or_else(|| PathBuf::from(".")),
+            dir: crate::datadir::dir_of(db),
             file: None,
         }
     }
@@ -384,7 +381,7 @@ impl WalSync {
             None => {
                 let opened = std::fs::File::open(&self.wal)?;
                 // The WAL's directory entry must reach the disk too, once.
-                std::fs::File::open(&self.dir)?.sync_all()?;
+                crate::datadir::sync_dir(&self.dir)?;
                 self.file.insert(opened)
             }
         };

@@ -123,13 +123,18 @@ impl Meta {
         self.expires_ms.is_none_or(|e| now < e)
     }
 
+    /// Where the value lies in the log (its size is the entry's less the key's).
+    fn span(&self, key_len: usize) -> Span {
+        Span {
+            offset: self.offset,
+            len: self.size.saturating_sub(key_len as u64),
+        }
+    }
+
     fn stored(&self, key_len: usize) -> Stored {
         match &self.value {
             Some(v) => Stored::Held(v.clone()),
-            None => Stored::Logged(Span {
-                offset: self.offset,
-                len: self.size.saturating_sub(key_len as u64),
-            }),
+            None => Stored::Logged(self.span(key_len)),
         }
     }
 }
@@ -314,10 +319,7 @@ impl Index {
                     inst: *inst,
                     key: key.clone(),
                     expires_ms: meta.expires_ms,
-                    span: Span {
-                        offset: meta.offset,
-                        len: meta.size.saturating_sub(key.as_bytes().len() as u64),
-                    },
+                    span: meta.span(key.as_bytes().len()),
                 });
             }
         }
@@ -900,25 +902,29 @@ mod tests {
         assert_eq!((ix.stats().0, ix.stats().1), (0, 0));
     }
 
+    /// Upsert `k` of instance `A` with an `n`-byte value at `offset` in the log, then shed
+    /// as the writer does once the log holds the batch.
+    fn write_at(ix: &mut Index, k: &str, n: usize, offset: u64) {
+        let k = key(k);
+        let plan = ix
+            .plan_put(
+                A,
+                &name(),
+                &k,
+                n as u64,
+                0,
+                PutOp::Set(None, SetMode::Upsert),
+            )
+            .unwrap();
+        let value = CacheValue::from_stored("x".repeat(n));
+        ix.apply_put(A, &k, n as u64, &plan, value, offset);
+        ix.shed();
+    }
+
     #[test]
     fn a_value_the_log_does_not_hold_yet_is_never_let_go() {
         let mut ix = Index::new(None, Values::Recent(10));
-        let write = |ix: &mut Index, k: &str, n: usize, offset: u64| {
-            let k = key(k);
-            let plan = ix
-                .plan_put(
-                    A,
-                    &name(),
-                    &k,
-                    n as u64,
-                    0,
-                    PutOp::Set(None, SetMode::Upsert),
-                )
-                .unwrap();
-            let value = CacheValue::from_stored("x".repeat(n));
-            ix.apply_put(A, &k, n as u64, &plan, value, offset);
-            ix.shed();
-        };
+        let write = write_at;
         ix.set_written(100);
         write(&mut ix, "a", 4, 0);
         write(&mut ix, "b", 8, 200); // beyond what the log holds
@@ -938,21 +944,7 @@ mod tests {
     fn recent_values_stay_in_memory_within_the_budget() {
         let mut ix = Index::new(None, Values::Recent(10));
         let v = |n: usize| CacheValue::from_stored("x".repeat(n));
-        let write = |ix: &mut Index, k: &str, n: usize| {
-            let k = key(k);
-            let plan = ix
-                .plan_put(
-                    A,
-                    &name(),
-                    &k,
-                    n as u64,
-                    0,
-                    PutOp::Set(None, SetMode::Upsert),
-                )
-                .unwrap();
-            ix.apply_put(A, &k, n as u64, &plan, v(n), 0);
-            ix.shed(); // as the writer does once the log holds the value
-        };
+        let write = |ix: &mut Index, k: &str, n: usize| write_at(ix, k, n, 0);
         let held = |ix: &mut Index, k: &str| match ix.lookup(A, k, 0) {
             Lookup::Live { value, .. } => matches!(value, Stored::Held(_)),
             Lookup::Missing => panic!("{k} missing"),

@@ -3,7 +3,7 @@
 //! removed.
 
 use std::{
-    fs::{self, File, OpenOptions},
+    fs::{self, OpenOptions},
     io::{BufWriter, Write},
     path::{Path, PathBuf},
 };
@@ -12,7 +12,10 @@ use quintet_core::{InstanceId, Result, cache::key::MAX_KEY_BYTES};
 use rusqlite::{Connection, OpenFlags};
 
 use super::record::Record;
-use crate::sqlite::sql_error;
+use crate::{
+    datadir::{dir_of, remove_file_if_present, sync_dir},
+    sqlite::sql_error,
+};
 
 /// The SQLite database an earlier quintet kept beside `log`.
 pub(crate) fn database_beside(log: &Path) -> PathBuf {
@@ -52,14 +55,9 @@ pub(crate) fn import(log: &Path) -> Result<usize> {
     file.sync_all()?;
     drop(conn);
     fs::rename(&staged, log)?;
-    if let Some(dir) = log.parent().filter(|d| !d.as_os_str().is_empty()) {
-        File::open(dir)?.sync_all()?;
-    }
+    sync_dir(&dir_of(log))?;
     for f in database_files(&db) {
-        match fs::remove_file(&f) {
-            Err(e) if e.kind() != std::io::ErrorKind::NotFound => return Err(e.into()),
-            _ => {}
-        }
+        remove_file_if_present(&f)?;
     }
     tracing::info!(
         entries = copied,

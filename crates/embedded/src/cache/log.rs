@@ -45,6 +45,8 @@ use std::{
 use quintet_core::{Error, Result, cache::CacheValue};
 use tokio::sync::oneshot;
 
+use crate::datadir::{dir_of, remove_file_if_present, sync_dir};
+
 use super::{
     index::{Index, Logged, Span, Victim, entry_size},
     index_key::IndexKey,
@@ -140,8 +142,8 @@ impl Log {
     /// Open (creating if needed) the log at `path`, replay it into `index` and start the
     /// writer thread.
     pub(crate) fn open(path: &Path, index: Arc<Mutex<Index>>) -> Result<Self> {
-        let dir = parent(path);
-        remove_if_present(&compact_path(path))?;
+        let dir = dir_of(path);
+        remove_file_if_present(&compact_path(path))?;
         let file = OpenOptions::new()
             .read(true)
             .write(true)
@@ -746,23 +748,4 @@ fn compact_path(path: &Path) -> PathBuf {
     let mut p = path.as_os_str().to_owned();
     p.push(".compact");
     PathBuf::from(p)
-}
-
-fn parent(path: &Path) -> PathBuf {
-    path.parent()
-        .filter(|p| !p.as_os_str().is_empty())
-        .map_or_else(|| PathBuf::from("."), Path::to_path_buf)
-}
-
-fn sync_dir(dir: &Path) -> Result<()> {
-    File::open(dir)?.sync_all()?;
-    Ok(())
-}
-
-fn remove_if_present(path: &Path) -> Result<()> {
-    match fs::remove_file(path) {
-        Ok(()) => Ok(()),
-        Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(()),
-        Err(e) => Err(e.into()),
-    }
 }

@@ -307,11 +307,7 @@ fn remove_files(path: &Path) -> Result<()> {
     let mut removed = false;
     let legacy = legacy::database_files(&legacy::database_beside(path));
     for file in std::iter::once(path.to_owned()).chain(legacy) {
-        match std::fs::remove_file(&file) {
-            Ok(()) => removed = true,
-            Err(e) if e.kind() == std::io::ErrorKind::NotFound => {}
-            Err(e) => return Err(e.into()),
-        }
+        removed |= crate::datadir::remove_file_if_present(&file)?;
     }
     if removed {
         tracing::warn!(

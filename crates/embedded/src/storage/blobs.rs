@@ -221,7 +221,7 @@ fn write_file(path: &Path, dir: &Path, mut rx: mpsc::Receiver<Msg>) -> io::Resul
                     Msg::End => {
                         let file = out.into_inner().map_err(|e| e.into_error())?;
                         file.sync_all()?;
-                        sync_dir(dir)?;
+                        crate::datadir::sync_dir(dir)?;
                         return Ok(Some(size));
                     }
                 }
@@ -245,11 +245,6 @@ fn write_file(path: &Path, dir: &Path, mut rx: mpsc::Receiver<Msg>) -> io::Resul
         remove_quietly(path);
     }
     outcome
-}
-
-/// Make the entries of `dir` (a created or renamed file) durable.
-pub(super) fn sync_dir(dir: &Path) -> io::Result<()> {
-    File::open(dir)?.sync_all()
 }
 
 /// Remove a blob file; a missing file is fine, other failures are logged (the start-up

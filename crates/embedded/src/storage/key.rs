@@ -10,7 +10,7 @@ use std::{
 
 use quintet_core::{Error, Result, object::UrlSigner};
 
-use super::blobs::sync_dir;
+use crate::datadir::sync_dir;
 
 const LEN: usize = UrlSigner::KEY_LEN;
 

@@ -373,7 +373,7 @@ impl Lifecycle for FsBlobStore {
         blocking(move || {
             let dir = dirs.create(id)?;
             if let Some(root) = dir.parent() {
-                blobs::sync_dir(root)?;
+                crate::datadir::sync_dir(root)?;
             }
             Ok(())
         })
