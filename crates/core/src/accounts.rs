@@ -44,6 +44,35 @@ impl Plan {
         }
     }
 
+    /// What this plan allows each application of an account on it.
+    pub fn limits(self) -> Limits {
+        const MIB: u64 = 1024 * 1024;
+        const GIB: u64 = 1024 * MIB;
+        match self {
+            Self::Starter => Limits {
+                instances_per_app: 25,
+                queues_per_app: 5,
+                deliveries_per_app: 16,
+                object_bytes: 100 * MIB,
+                stored_bytes_per_app: 5 * GIB,
+            },
+            Self::Pro => Limits {
+                instances_per_app: 100,
+                queues_per_app: 25,
+                deliveries_per_app: 64,
+                object_bytes: GIB,
+                stored_bytes_per_app: 100 * GIB,
+            },
+            Self::Business => Limits {
+                instances_per_app: 500,
+                queues_per_app: 100,
+                deliveries_per_app: 256,
+                object_bytes: 5 * GIB,
+                stored_bytes_per_app: 1024 * GIB,
+            },
+        }
+    }
+
     /// Whether an account on this plan that owns `current` applications may create one more;
     /// [`Error::Forbidden`] naming the plan and its limit when not.
     pub fn check_new_app(self, account: &AccountName, current: usize) -> Result<()> {
@@ -118,6 +147,36 @@ impl FromStr for AccountName {
 impl fmt::Display for AccountName {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.write_str(&self.0)
+    }
+}
+
+/// What a plan allows each application of an account on it (see `docs/security.md`,
+/// "Quotas"). The domain application belongs to no account and has no limits.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Limits {
+    /// Service instances of all types.
+    pub instances_per_app: usize,
+    /// Queue instances (each delivers on its own, so they are counted apart).
+    pub queues_per_app: usize,
+    /// Queue deliveries in flight at once, over all the application's queues.
+    pub deliveries_per_app: usize,
+    /// Largest storage object, uploaded directly or through a pre-signed URL.
+    pub object_bytes: u64,
+    /// Bytes of storage objects the application may keep in all.
+    pub stored_bytes_per_app: u64,
+}
+
+impl Limits {
+    /// [`Error::Forbidden`] naming the plan and the limit when an application of `plan`
+    /// that has `current` of `what` (counted by `limit`) may not have one more.
+    pub fn check_count(plan: Plan, what: &str, limit: usize, current: usize) -> Result<()> {
+        if current < limit {
+            return Ok(());
+        }
+        Err(Error::Forbidden(format!(
+            "this application's account is on the {plan} plan, which allows at most {limit} \
+             {what} per application; delete one or move the account to a larger plan"
+        )))
     }
 }
 
@@ -203,6 +262,27 @@ mod tests {
             prop_assert_eq!(plan.check_new_app(&acme, current).is_ok(), current < plan.max_apps());
             prop_assert_eq!(plan.check_downgrade(&acme, current).is_ok(), current <= plan.max_apps());
         }
+    }
+
+    #[test]
+    fn plans_grow_in_every_limit_and_counts_are_checked_with_the_plan_named() {
+        for pair in Plan::ALL.windows(2) {
+            let (a, b) = (pair[0].limits(), pair[1].limits());
+            assert!(a.instances_per_app < b.instances_per_app);
+            assert!(a.queues_per_app < b.queues_per_app);
+            assert!(a.deliveries_per_app < b.deliveries_per_app);
+            assert!(a.object_bytes < b.object_bytes);
+            assert!(a.stored_bytes_per_app < b.stored_bytes_per_app);
+        }
+        assert!(Limits::check_count(Plan::Starter, "queues", 5, 4).is_ok());
+        assert_eq!(
+            Limits::check_count(Plan::Starter, "queues", 5, 5),
+            Err(Error::Forbidden(
+                "this application's account is on the starter plan, which allows at most 5 \
+                 queues per application; delete one or move the account to a larger plan"
+                    .into()
+            ))
+        );
     }
 
     #[test]

@@ -43,6 +43,14 @@ pub enum Error {
     /// A byte range that the object cannot satisfy.
     #[error("{0}")]
     RangeNotSatisfiable(String),
+    /// A body sent with a content type this call does not take (for JSON calls, anything
+    /// but `application/json`).
+    #[error("{0}")]
+    UnsupportedMediaType(String),
+    /// Too many requests or attempts; the number is how many seconds to wait before
+    /// trying again.
+    #[error("{0}")]
+    RateLimited(String, u64),
     /// A backing engine is temporarily unreachable; retrying may succeed.
     #[error("{0}")]
     Unavailable(String),
@@ -83,6 +91,8 @@ impl Error {
             Self::Forbidden(_) => "forbidden",
             Self::TooLarge(_) => "too_large",
             Self::RangeNotSatisfiable(_) => "range_not_satisfiable",
+            Self::UnsupportedMediaType(_) => "unsupported_media_type",
+            Self::RateLimited(..) => "rate_limited",
             Self::Unavailable(_) => "unavailable",
             Self::Internal(_) => "internal",
         }
@@ -103,6 +113,8 @@ impl Error {
             | Self::Forbidden(m)
             | Self::TooLarge(m)
             | Self::RangeNotSatisfiable(m)
+            | Self::UnsupportedMediaType(m)
+            | Self::RateLimited(m, _)
             | Self::Unavailable(m) => m.clone(),
         }
     }

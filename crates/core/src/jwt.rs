@@ -55,6 +55,39 @@ pub struct Claims {
     pub nbf_ms: Option<i64>,
     /// `iat`: when the token was issued; a time in the future is refused.
     pub iat_ms: Option<i64>,
+    /// `aud`: the audiences the token is meant for (a string claim becomes one).
+    pub aud: Vec<String>,
+}
+
+impl Claims {
+    /// The server's own rules on top of the token's: its validity from `now_ms` to `exp`
+    /// at most `max_ttl`, and `aud` containing `audience`, each when set.
+    pub fn check_policy(
+        &self,
+        now_ms: i64,
+        max_ttl: Option<std::time::Duration>,
+        audience: Option<&str>,
+    ) -> Result<()> {
+        if let Some(max) = max_ttl {
+            let max_ms = i64::try_from(max.as_millis()).unwrap_or(i64::MAX);
+            if self.exp_ms.saturating_sub(now_ms) > max_ms.saturating_add(LEEWAY_MS) {
+                return Err(unauthenticated(format!(
+                    "the access token is valid until {}, longer than this server accepts                      ({} seconds from now, --jwt-max-ttl); sign one with an earlier exp",
+                    format_rfc3339_ms(self.exp_ms),
+                    max.as_secs()
+                )));
+            }
+        }
+        if let Some(aud) = audience
+            && !self.aud.iter().any(|a| a == aud)
+        {
+            return Err(unauthenticated(format!(
+                "the access token is not meant for this server: its aud claim must be                  \"{}\" (--jwt-aud)",
+                excerpt(aud, 64)
+            )));
+        }
+        Ok(())
+    }
 }
 
 /// A token whose shape and header are valid and whose claims are read, but whose
@@ -157,8 +190,22 @@ impl<'a> Unverified<'a> {
         let exp_ms = numeric_date(&payload_map, "exp")?.ok_or_else(|| {
             unauthenticated("the access token has no exp claim; give it an expiry time")
         })?;
+        let aud = match payload_map.get("aud") {
+            None => Vec::new(),
+            Some(Value::String(a)) => vec![a.clone()],
+            Some(Value::Array(items)) if items.iter().all(Value::is_string) => items
+                .iter()
+                .filter_map(|v| v.as_str().map(str::to_owned))
+                .collect(),
+            Some(_) => {
+                return Err(unauthenticated(
+                    "the access token's aud claim must be a string or an array of strings",
+                ));
+            }
+        };
         let claims = Claims {
             sub,
+            aud,
             exp_ms,
             nbf_ms: numeric_date(&payload_map, "nbf")?,
             iat_ms: numeric_date(&payload_map, "iat")?,
@@ -388,6 +435,32 @@ mod tests {
             let m = msg(check(token, b"s"));
             assert!(m.contains(needle), "{token:?}: {m}");
         }
+    }
+
+    #[test]
+    fn the_server_may_cap_validity_and_require_an_audience() {
+        let hour = std::time::Duration::from_secs(3600);
+        let claims = |c: Value| check(&sign_hs256(b"s", &c), b"s").unwrap();
+        let long = claims(json!({"exp": 253_402_300_799_i64}));
+        assert!(long.check_policy(NOW, None, None).is_ok());
+        let m = match long.check_policy(NOW, Some(hour), None) {
+            Err(Error::Unauthenticated(m)) => m,
+            other => panic!("{other:?}"),
+        };
+        assert!(
+            m.contains("9999-12-31") && m.contains("3600 seconds"),
+            "{m}"
+        );
+        let short = claims(json!({"exp": NOW_S + 3600}));
+        assert!(short.check_policy(NOW, Some(hour), None).is_ok());
+        let aud = claims(json!({"exp": NOW_S + 60, "aud": ["a", "quintet"]}));
+        assert!(aud.check_policy(NOW, None, Some("quintet")).is_ok());
+        assert!(aud.check_policy(NOW, None, Some("other")).is_err());
+        assert!(short.check_policy(NOW, None, Some("quintet")).is_err());
+        let one = claims(json!({"exp": NOW_S + 60, "aud": "quintet"}));
+        assert!(one.check_policy(NOW, None, Some("quintet")).is_ok());
+        let bad = sign_hs256(b"s", &json!({"exp": NOW_S + 60, "aud": 5}));
+        assert!(msg(check(&bad, b"s")).contains("aud claim"));
     }
 
     #[test]

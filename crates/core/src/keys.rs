@@ -104,10 +104,12 @@ impl fmt::Debug for Secret {
 
 /// Whether two secrets are equal, in time that does not depend on where they differ.
 pub fn secrets_equal(a: &[u8], b: &[u8]) -> bool {
-    // Compare MACs of a fixed message under each secret: equal exactly when the secrets
-    // are, and `hmac::verify` compares in constant time.
-    const MESSAGE: &[u8] = b"quintet secret comparison";
-    hmac::verify(a, &[MESSAGE], &hmac::sign(b, &[MESSAGE]))
+    // Compare SHA-256 digests in constant time: equal exactly when the secrets are. (MACs
+    // keyed by the secrets would not do: HMAC zero-pads its key, so `x` and `x\0` agree.)
+    crate::keyring::digests_equal(
+        &crate::keyring::token_digest(a),
+        &crate::keyring::token_digest(b),
+    )
 }
 
 /// An access key of an application.
@@ -280,6 +282,12 @@ mod tests {
         assert!(!secrets_equal(b"token-1", b"token-2"));
         assert!(!secrets_equal(b"token", b"token-1"));
         assert!(!secrets_equal(b"", b"x"));
+        // Found in review: HMAC-keyed comparison called these equal.
+        assert!(!secrets_equal(b"x", b"x\0"));
+        assert!(!secrets_equal(
+            b"admin-token-long-enough",
+            b"admin-token-long-enough\0\0"
+        ));
     }
 
     #[test]

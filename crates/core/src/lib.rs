@@ -17,6 +17,7 @@
 //!   deliveries (signature, retry schedule, forbidden targets).
 //! - [`accounts`], [`keys`], [`jwt`]: accounts and plans, access keys and connection
 //!   strings, and the HS256 tokens clients sign with them.
+//! - [`keyring`]: the master key, secrets sealed at rest with it, and keys derived from it.
 
 pub mod accounts;
 pub mod cache;
@@ -31,6 +32,7 @@ pub mod instance;
 pub mod js_json;
 pub mod json;
 pub mod jwt;
+pub mod keyring;
 pub mod keys;
 pub mod mango;
 pub mod names;

@@ -25,7 +25,7 @@ pub mod storage;
 
 use std::{path::Path, sync::Arc};
 
-use quintet_core::{Clock, Result};
+use quintet_core::{Clock, Result, keyring::Keyring, object::UrlSigner};
 
 /// Every embedded adapter, opened on one data directory.
 #[derive(Debug)]
@@ -47,17 +47,34 @@ pub struct Embedded {
 }
 
 /// Settings of the embedded adapters.
-#[derive(Debug, Clone, Default)]
+#[derive(Debug, Clone)]
 pub struct EmbeddedOptions {
     /// The cache's size bound and durability.
     pub cache: cache::CacheOptions,
+    /// The master keys: they seal the registry's secrets and sign pre-signed URLs.
+    pub keyring: Arc<Keyring>,
+}
+
+impl EmbeddedOptions {
+    /// Default settings with `keyring`.
+    pub fn new(keyring: Arc<Keyring>) -> Self {
+        Self {
+            cache: cache::CacheOptions::default(),
+            keyring,
+        }
+    }
 }
 
 impl Embedded {
     /// Lock `data_dir` (creating it when missing) and open every adapter in it with
-    /// default settings.
+    /// default settings and a throwaway master key: for tests that never reopen the
+    /// directory's secrets with another process.
     pub fn open(data_dir: &Path, clock: Arc<dyn Clock>) -> Result<Self> {
-        Self::open_with(data_dir, clock, &EmbeddedOptions::default())
+        Self::open_with(
+            data_dir,
+            clock,
+            &EmbeddedOptions::new(Arc::new(Keyring::ephemeral()?)),
+        )
     }
 
     /// Lock `data_dir` (creating it when missing) and open every adapter in it.
@@ -71,6 +88,7 @@ impl Embedded {
             registry: Arc::new(registry::SqliteRegistry::open(
                 &dir.join("registry.db"),
                 Arc::clone(&clock),
+                Arc::clone(&options.keyring),
             )?),
             data: Arc::new(data::SqliteDocStore::open(
                 &dir.join("data.db"),
@@ -83,7 +101,11 @@ impl Embedded {
             )?),
             search: Arc::new(search::TantivySearchIndex::open(&dir.join("search"))?),
             queue: Arc::new(queue::SqliteJobQueue::open(&dir.join("queue.db"))?),
-            storage: Arc::new(storage::FsBlobStore::open(dir.root(), Arc::clone(&clock))?),
+            storage: Arc::new(storage::FsBlobStore::open(
+                dir.root(),
+                Arc::clone(&clock),
+                UrlSigner::from_keyring(&options.keyring),
+            )?),
             dir,
         })
     }

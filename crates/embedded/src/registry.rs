@@ -9,7 +9,8 @@ use async_trait::async_trait;
 use quintet_core::{
     AppName, Clock, Error, Instance, InstanceConfig, InstanceId, InstanceName, Result, ServiceType,
     accounts::{Account, AccountName, AccountUsage, App, Plan},
-    keys::{AccessKey, KeyId, Secret},
+    keyring::Keyring,
+    keys::{AccessKey, KeyId},
     ports::registry::{ChangeListener, Registry},
 };
 use rusqlite::{Connection, OptionalExtension, Row, params};
@@ -55,18 +56,34 @@ CREATE TABLE instances (
 INSERT INTO apps (name, account, created_ms) VALUES ('_domain', NULL, 0);
 "#];
 
-/// The registry kept in a SQLite file.
+/// The registry kept in a SQLite file. Access-key secrets and queue secrets are stored
+/// sealed with the node's master key ([`Keyring`]).
 #[derive(Debug, Clone)]
 pub struct SqliteRegistry {
     db: SqliteDb,
     clock: Arc<dyn Clock>,
+    ring: Arc<Keyring>,
 }
 
 impl SqliteRegistry {
-    /// Open (or create) the registry database at `path`.
-    pub fn open(path: &Path, clock: Arc<dyn Clock>) -> Result<Self> {
+    /// Open (or create) the registry database at `path`, sealing secrets with `ring`.
+    /// Secrets stored in plaintext (before sealing existed) or sealed with a previous key
+    /// of the ring are resealed with its current key now; a secret no key of the ring
+    /// opens fails the start.
+    pub fn open(path: &Path, clock: Arc<dyn Clock>, ring: Arc<Keyring>) -> Result<Self> {
         let db = SqliteDb::open(path, MIGRATIONS, SqliteOptions::default())?;
-        Ok(Self { db, clock })
+        // Before the writer takes its first write: a connection of its own, one transaction.
+        let mut conn = Connection::open(path).map_err(sql_error)?;
+        let tx = conn.transaction().map_err(sql_error)?;
+        let resealed = reseal(&tx, &ring)?;
+        tx.commit().map_err(sql_error)?;
+        if resealed > 0 {
+            tracing::info!(
+                secrets = resealed,
+                "sealed stored secrets with the current master key"
+            );
+        }
+        Ok(Self { db, clock, ring })
     }
 
     /// The underlying database, for the features that extend the registry.
@@ -75,9 +92,61 @@ impl SqliteRegistry {
     }
 }
 
+/// Reseal every stored secret of `conn`'s registry that needs it (see
+/// [`SqliteRegistry::open`]); returns how many were rewritten.
+fn reseal(conn: &Connection, ring: &Keyring) -> Result<usize> {
+    let mut count = 0;
+    let keys: Vec<(String, String)> = {
+        let mut stmt = conn
+            .prepare("SELECT key, secret FROM keys")
+            .map_err(sql_error)?;
+        let rows = stmt
+            .query_map([], |r| Ok((r.get(0)?, r.get(1)?)))
+            .map_err(sql_error)?;
+        rows.collect::<rusqlite::Result<_>>().map_err(sql_error)?
+    };
+    for (key, stored) in keys {
+        let id: KeyId = key.parse()?;
+        let secret = ring.open_key_secret(&id, &stored)?;
+        if ring.needs_reseal(&stored) {
+            conn.execute(
+                "UPDATE keys SET secret = ?2 WHERE key = ?1",
+                params![key, ring.seal_key_secret(&id, &secret)?],
+            )
+            .map_err(sql_error)?;
+            count += 1;
+        }
+    }
+    let configs: Vec<(i64, String, String, String)> = {
+        let mut stmt = conn
+            .prepare("SELECT id, app, name, config FROM instances")
+            .map_err(sql_error)?;
+        let rows = stmt
+            .query_map([], |r| Ok((r.get(0)?, r.get(1)?, r.get(2)?, r.get(3)?)))
+            .map_err(sql_error)?;
+        rows.collect::<rusqlite::Result<_>>().map_err(sql_error)?
+    };
+    for (id, app, name, config) in configs {
+        let stored: serde_json::Value = serde_json::from_str(&config)
+            .map_err(|e| Error::internal(format!("instance {id}: stored config: {e}")))?;
+        let app = AppName::from_stored(&app)?;
+        let open = ring.open_config(&app, &name, stored.clone())?;
+        if ring.config_needs_reseal(&stored) {
+            let sealed = ring.seal_config(&app, &name, open)?;
+            conn.execute(
+                "UPDATE instances SET config = ?2 WHERE id = ?1",
+                params![id, sealed.to_string()],
+            )
+            .map_err(sql_error)?;
+            count += 1;
+        }
+    }
+    Ok(count)
+}
+
 const INSTANCE_COLUMNS: &str = "id, app, type, name, config, created_ms";
 
-fn instance_from_row(row: &Row<'_>) -> rusqlite::Result<Result<Instance>> {
+fn instance_from_row(row: &Row<'_>, ring: &Keyring) -> rusqlite::Result<Result<Instance>> {
     let id: i64 = row.get(0)?;
     let app: String = row.get(1)?;
     let kind: String = row.get(2)?;
@@ -88,9 +157,11 @@ fn instance_from_row(row: &Row<'_>) -> rusqlite::Result<Result<Instance>> {
         let kind: ServiceType = kind.parse()?;
         let config: serde_json::Value = serde_json::from_str(&config)
             .map_err(|e| Error::internal(format!("instance {id}: stored config: {e}")))?;
+        let app = AppName::from_stored(&app)?;
+        let config = ring.open_config(&app, &name, config)?;
         Ok(Instance {
             id: InstanceId(id),
-            app: AppName::from_stored(&app)?,
+            app,
             name: name.parse()?,
             config: InstanceConfig::from_stored(kind, &config)?,
             created_ms,
@@ -100,6 +171,7 @@ fn instance_from_row(row: &Row<'_>) -> rusqlite::Result<Result<Instance>> {
 
 fn get_instance(
     conn: &Connection,
+    ring: &Keyring,
     app: &str,
     kind: ServiceType,
     name: &str,
@@ -108,7 +180,9 @@ fn get_instance(
         "SELECT {INSTANCE_COLUMNS} FROM instances WHERE app = ?1 AND type = ?2 AND name = ?3"
     ))
     .map_err(sql_error)?
-    .query_row(params![app, kind.as_str(), name], instance_from_row)
+    .query_row(params![app, kind.as_str(), name], |r| {
+        instance_from_row(r, ring)
+    })
     .optional()
     .map_err(sql_error)?
     .transpose()
@@ -181,7 +255,7 @@ fn get_app(conn: &Connection, name: &str) -> Result<Option<App>> {
 
 const KEY_COLUMNS: &str = "key, app, secret, created_ms, last_used_ms, revoked_ms";
 
-fn key_from_row(row: &Row<'_>) -> rusqlite::Result<Result<AccessKey>> {
+fn key_from_row(row: &Row<'_>, ring: &Keyring) -> rusqlite::Result<Result<AccessKey>> {
     let key: String = row.get(0)?;
     let app: String = row.get(1)?;
     let secret: String = row.get(2)?;
@@ -189,10 +263,11 @@ fn key_from_row(row: &Row<'_>) -> rusqlite::Result<Result<AccessKey>> {
     let last_used_ms: Option<i64> = row.get(4)?;
     let revoked_ms: Option<i64> = row.get(5)?;
     Ok((|| {
+        let key: KeyId = key.parse()?;
         Ok(AccessKey {
-            key: key.parse()?,
+            secret: ring.open_key_secret(&key, &secret)?,
+            key,
             app: AppName::from_stored(&app)?,
-            secret: Secret::from_stored(secret),
             created_ms,
             last_used_ms,
             revoked_ms,
@@ -200,10 +275,10 @@ fn key_from_row(row: &Row<'_>) -> rusqlite::Result<Result<AccessKey>> {
     })())
 }
 
-fn get_key(conn: &Connection, key: &str) -> Result<Option<AccessKey>> {
+fn get_key(conn: &Connection, ring: &Keyring, key: &str) -> Result<Option<AccessKey>> {
     conn.prepare_cached(&format!("SELECT {KEY_COLUMNS} FROM keys WHERE key = ?1"))
         .map_err(sql_error)?
-        .query_row([key], key_from_row)
+        .query_row([key], |r| key_from_row(r, ring))
         .optional()
         .map_err(sql_error)?
         .transpose()
@@ -227,6 +302,10 @@ impl Registry for SqliteRegistry {
     ) -> Result<Instance> {
         let (app, name) = (app.clone(), name.clone());
         let created_ms = self.clock.now_ms();
+        let stored = self
+            .ring
+            .seal_config(&app, name.as_str(), config.to_json())?
+            .to_string();
         self.db
             .write(move |conn| {
                 let app_exists = conn
@@ -248,7 +327,7 @@ impl Registry for SqliteRegistry {
                         app.as_str(),
                         kind.as_str(),
                         name.as_str(),
-                        config.to_json().to_string(),
+                        stored,
                         created_ms
                     ])
                 })
@@ -277,8 +356,9 @@ impl Registry for SqliteRegistry {
         name: &InstanceName,
     ) -> Result<Option<Instance>> {
         let (app, name) = (app.clone(), name.clone());
+        let ring = Arc::clone(&self.ring);
         self.db
-            .read(move |conn| get_instance(conn, app.as_str(), kind, name.as_str()))
+            .read(move |conn| get_instance(conn, &ring, app.as_str(), kind, name.as_str()))
             .await
     }
 
@@ -289,10 +369,11 @@ impl Registry for SqliteRegistry {
         name: &InstanceName,
     ) -> Result<Instance> {
         let (app, name) = (app.clone(), name.clone());
+        let ring = Arc::clone(&self.ring);
         self.db
             .write(move |conn| {
-                let inst =
-                    get_instance(conn, app.as_str(), kind, name.as_str())?.ok_or_else(|| {
+                let inst = get_instance(conn, &ring, app.as_str(), kind, name.as_str())?
+                    .ok_or_else(|| {
                         Error::not_found(format!("{kind} instance \"{name}\" does not exist"))
                     })?;
                 conn.prepare_cached("DELETE FROM instances WHERE id = ?1")
@@ -305,6 +386,7 @@ impl Registry for SqliteRegistry {
 
     async fn list_instances(&self, app: Option<&AppName>) -> Result<Vec<Instance>> {
         let app = app.map(|a| a.as_str().to_owned());
+        let ring = Arc::clone(&self.ring);
         self.db
             .read(move |conn| {
                 let mut stmt = conn
@@ -314,7 +396,7 @@ impl Registry for SqliteRegistry {
                     ))
                     .map_err(sql_error)?;
                 let rows = stmt
-                    .query_map([app], instance_from_row)
+                    .query_map([app], |r| instance_from_row(r, &ring))
                     .map_err(sql_error)?;
                 let mut out = Vec::new();
                 for row in rows {
@@ -455,6 +537,7 @@ impl Registry for SqliteRegistry {
             ));
         }
         let name = name.clone();
+        let ring = Arc::clone(&self.ring);
         self.db
             .write(move |conn| {
                 let app = get_app(conn, name.as_str())?.ok_or_else(|| app_missing(&name))?;
@@ -466,7 +549,7 @@ impl Registry for SqliteRegistry {
                         ))
                         .map_err(sql_error)?;
                     let rows = stmt
-                        .query_map([name.as_str()], instance_from_row)
+                        .query_map([name.as_str()], |r| instance_from_row(r, &ring))
                         .map_err(sql_error)?;
                     collect(rows)?
                 };
@@ -494,6 +577,7 @@ impl Registry for SqliteRegistry {
             ));
         }
         let key = AccessKey::generate(app, self.clock.now_ms())?;
+        let stored = self.ring.seal_key_secret(&key.key, &key.secret)?;
         self.db
             .write(move |conn| {
                 if get_app(conn, key.app.as_str())?.is_none() {
@@ -506,7 +590,7 @@ impl Registry for SqliteRegistry {
                     s.execute(params![
                         key.key.as_str(),
                         key.app.as_str(),
-                        key.secret.expose(),
+                        stored,
                         key.created_ms
                     ])
                 })
@@ -525,11 +609,15 @@ impl Registry for SqliteRegistry {
 
     async fn get_key(&self, key: &KeyId) -> Result<Option<AccessKey>> {
         let key = key.clone();
-        self.db.read(move |conn| get_key(conn, key.as_str())).await
+        let ring = Arc::clone(&self.ring);
+        self.db
+            .read(move |conn| get_key(conn, &ring, key.as_str()))
+            .await
     }
 
     async fn list_keys(&self, app: &AppName) -> Result<Vec<AccessKey>> {
         let app = app.clone();
+        let ring = Arc::clone(&self.ring);
         self.db
             .read(move |conn| {
                 if get_app(conn, app.as_str())?.is_none() {
@@ -541,7 +629,7 @@ impl Registry for SqliteRegistry {
                     ))
                     .map_err(sql_error)?;
                 let rows = stmt
-                    .query_map([app.as_str()], key_from_row)
+                    .query_map([app.as_str()], |r| key_from_row(r, &ring))
                     .map_err(sql_error)?;
                 collect(rows)
             })
@@ -551,9 +639,10 @@ impl Registry for SqliteRegistry {
     async fn revoke_key(&self, app: &AppName, key: &KeyId) -> Result<AccessKey> {
         let (app, key) = (app.clone(), key.clone());
         let now = self.clock.now_ms();
+        let ring = Arc::clone(&self.ring);
         self.db
             .write(move |conn| {
-                let found = get_key(conn, key.as_str())?
+                let found = get_key(conn, &ring, key.as_str())?
                     .filter(|k| k.app == app)
                     .ok_or_else(|| {
                         Error::not_found(format!("application \"{app}\" has no key \"{key}\""))

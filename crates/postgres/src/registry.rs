@@ -20,7 +20,8 @@ use async_trait::async_trait;
 use quintet_core::{
     AppName, Clock, Error, Instance, InstanceConfig, InstanceId, InstanceName, Result, ServiceType,
     accounts::{Account, AccountName, AccountUsage, App, Plan},
-    keys::{AccessKey, KeyId, Secret},
+    keyring::Keyring,
+    keys::{AccessKey, KeyId},
     ports::registry::{ChangeListener, Registry, RegistryChange},
 };
 use tokio_postgres::Row;
@@ -92,13 +93,23 @@ pub struct PgRegistry {
     clock: Arc<dyn Clock>,
     feed: Feed,
     id: String,
+    ring: Arc<Keyring>,
 }
 
 impl PgRegistry {
     /// Bring the registry tables of `db`'s schema up to date and start listening for
-    /// changes made by other nodes.
-    pub async fn open(db: PgDatabase, clock: Arc<dyn Clock>) -> Result<Self> {
+    /// changes made by other nodes. Access-key and queue secrets are sealed with `ring`;
+    /// those stored in plaintext or sealed with a previous key are resealed now, and a
+    /// secret no key of the ring opens (another node's master key) fails the start.
+    pub async fn open(db: PgDatabase, clock: Arc<dyn Clock>, ring: Arc<Keyring>) -> Result<Self> {
         db.migrate("registry", MIGRATIONS).await?;
+        let resealed = reseal(&db, &ring).await?;
+        if resealed > 0 {
+            tracing::info!(
+                secrets = resealed,
+                "sealed stored secrets with the current master key"
+            );
+        }
         let id: String = db
             .client()
             .await?
@@ -113,6 +124,7 @@ impl PgRegistry {
             clock,
             feed,
             id,
+            ring,
         })
     }
 
@@ -130,16 +142,73 @@ impl PgRegistry {
 
 const INSTANCE_COLUMNS: &str = "id, app, type, name, config, created_ms";
 
-fn instance_from_row(row: &Row) -> Result<Instance> {
+/// Reseal every stored secret that needs it, in one transaction with the rows locked; see
+/// [`PgRegistry::open`]. Returns how many were rewritten.
+async fn reseal(db: &PgDatabase, ring: &Keyring) -> Result<usize> {
+    let mut client = db.client().await?;
+    let tx = client.transaction().await.map_err(pg_error)?;
+    let mut count = 0;
+    for row in tx
+        .query("SELECT key, secret FROM quintet_keys FOR UPDATE", &[])
+        .await
+        .map_err(pg_error)?
+    {
+        let key: String = row.try_get(0).map_err(pg_error)?;
+        let stored: String = row.try_get(1).map_err(pg_error)?;
+        let id: KeyId = key.parse()?;
+        let secret = ring.open_key_secret(&id, &stored)?;
+        if ring.needs_reseal(&stored) {
+            let sealed = ring.seal_key_secret(&id, &secret)?;
+            tx.execute(
+                "UPDATE quintet_keys SET secret = $2 WHERE key = $1",
+                &[&key, &sealed],
+            )
+            .await
+            .map_err(pg_error)?;
+            count += 1;
+        }
+    }
+    for row in tx
+        .query(
+            "SELECT id, app, name, config FROM quintet_instances FOR UPDATE",
+            &[],
+        )
+        .await
+        .map_err(pg_error)?
+    {
+        let id: i64 = row.try_get(0).map_err(pg_error)?;
+        let app: String = row.try_get(1).map_err(pg_error)?;
+        let name: String = row.try_get(2).map_err(pg_error)?;
+        let stored: serde_json::Value = row.try_get(3).map_err(pg_error)?;
+        let app = AppName::from_stored(&app)?;
+        let open = ring.open_config(&app, &name, stored.clone())?;
+        if ring.config_needs_reseal(&stored) {
+            let sealed = ring.seal_config(&app, &name, open)?;
+            tx.execute(
+                "UPDATE quintet_instances SET config = $2 WHERE id = $1",
+                &[&id, &sealed],
+            )
+            .await
+            .map_err(pg_error)?;
+            count += 1;
+        }
+    }
+    tx.commit().await.map_err(pg_error)?;
+    Ok(count)
+}
+
+fn instance_from_row(row: &Row, ring: &Keyring) -> Result<Instance> {
     let id: i64 = row.try_get(0).map_err(pg_error)?;
     let app: String = row.try_get(1).map_err(pg_error)?;
     let kind: String = row.try_get(2).map_err(pg_error)?;
     let name: String = row.try_get(3).map_err(pg_error)?;
     let config: serde_json::Value = row.try_get(4).map_err(pg_error)?;
     let kind: ServiceType = kind.parse()?;
+    let app = AppName::from_stored(&app)?;
+    let config = ring.open_config(&app, &name, config)?;
     Ok(Instance {
         id: InstanceId(id),
-        app: AppName::from_stored(&app)?,
+        app,
         name: name.parse()?,
         config: InstanceConfig::from_stored(kind, &config)?,
         created_ms: row.try_get(5).map_err(pg_error)?,
@@ -178,14 +247,15 @@ fn app_from_row(row: &Row) -> Result<App> {
 
 const KEY_COLUMNS: &str = "key, app, secret, created_ms, last_used_ms, revoked_ms";
 
-fn key_from_row(row: &Row) -> Result<AccessKey> {
+fn key_from_row(row: &Row, ring: &Keyring) -> Result<AccessKey> {
     let key: String = row.try_get(0).map_err(pg_error)?;
     let app: String = row.try_get(1).map_err(pg_error)?;
     let secret: String = row.try_get(2).map_err(pg_error)?;
+    let key: KeyId = key.parse()?;
     Ok(AccessKey {
-        key: key.parse()?,
+        secret: ring.open_key_secret(&key, &secret)?,
+        key,
         app: AppName::from_stored(&app)?,
-        secret: Secret::from_stored(secret),
         created_ms: row.try_get(3).map_err(pg_error)?,
         last_used_ms: row.try_get(4).map_err(pg_error)?,
         revoked_ms: row.try_get(5).map_err(pg_error)?,
@@ -232,6 +302,9 @@ impl Registry for PgRegistry {
     ) -> Result<Instance> {
         let kind = config.kind();
         let created_ms = self.clock.now_ms();
+        let stored = self
+            .ring
+            .seal_config(app, name.as_str(), config.to_json())?;
         let (instance, ticket) = in_transaction!(self.db, |tx| {
             let row = tx
                 .query_one(
@@ -241,7 +314,7 @@ impl Registry for PgRegistry {
                         &app.as_str(),
                         &kind.as_str(),
                         &name.as_str(),
-                        &config.to_json(),
+                        &stored,
                         &created_ms,
                     ],
                 )
@@ -292,7 +365,7 @@ impl Registry for PgRegistry {
             .await
             .map_err(pg_error)?
             .as_ref()
-            .map(instance_from_row)
+            .map(|r| instance_from_row(r, &self.ring))
             .transpose()
     }
 
@@ -316,7 +389,7 @@ impl Registry for PgRegistry {
                 .ok_or_else(|| {
                     Error::not_found(format!("{kind} instance \"{name}\" does not exist"))
                 })?;
-            let instance = instance_from_row(&row)?;
+            let instance = instance_from_row(&row, &self.ring)?;
             let change = RegistryChange::InstanceDeleted {
                 app: app.clone(),
                 kind,
@@ -342,7 +415,9 @@ impl Registry for PgRegistry {
             )
             .await
             .map_err(pg_error)?;
-        rows.iter().map(instance_from_row).collect()
+        rows.iter()
+            .map(|r| instance_from_row(r, &self.ring))
+            .collect()
     }
 
     async fn create_account(&self, name: &AccountName, plan: Plan) -> Result<Account> {
@@ -551,7 +626,7 @@ impl Registry for PgRegistry {
                 .await
                 .map_err(pg_error)?
                 .iter()
-                .map(instance_from_row)
+                .map(|r| instance_from_row(r, &self.ring))
                 .collect::<Result<Vec<_>>>()?;
             for sql in [
                 "DELETE FROM quintet_keys WHERE app = $1",
@@ -575,13 +650,14 @@ impl Registry for PgRegistry {
             ));
         }
         let key = AccessKey::generate(app, self.clock.now_ms())?;
+        let stored = self.ring.seal_key_secret(&key.key, &key.secret)?;
         let ticket = in_transaction!(self.db, |tx| {
             tx.execute(
                 "INSERT INTO quintet_keys (key, app, secret, created_ms) VALUES ($1, $2, $3, $4)",
                 &[
                     &key.key.as_str(),
                     &key.app.as_str(),
-                    &key.secret.expose(),
+                    &stored,
                     &key.created_ms,
                 ],
             )
@@ -617,7 +693,7 @@ impl Registry for PgRegistry {
             .await
             .map_err(pg_error)?
             .as_ref()
-            .map(key_from_row)
+            .map(|r| key_from_row(r, &self.ring))
             .transpose()
     }
 
@@ -642,7 +718,7 @@ impl Registry for PgRegistry {
             )
             .await
             .map_err(pg_error)?;
-        rows.iter().map(key_from_row).collect()
+        rows.iter().map(|r| key_from_row(r, &self.ring)).collect()
     }
 
     async fn revoke_key(&self, app: &AppName, key: &KeyId) -> Result<AccessKey> {
@@ -661,7 +737,7 @@ impl Registry for PgRegistry {
                 .ok_or_else(|| {
                     Error::not_found(format!("application \"{app}\" has no key \"{key}\""))
                 })?;
-            let found = key_from_row(&found)?;
+            let found = key_from_row(&found, &self.ring)?;
             if found.is_revoked() {
                 (found, None)
             } else {

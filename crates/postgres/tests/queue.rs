@@ -316,9 +316,13 @@ async fn the_sweep_keeps_queues_the_registry_in_the_schema_records() {
     let db = PgDatabase::connect(&PgConfig::new(pg.url()).unwrap())
         .await
         .unwrap();
-    let registry = quintet_postgres::PgRegistry::open(db.clone(), Arc::new(SystemClock))
-        .await
-        .unwrap();
+    let registry = quintet_postgres::PgRegistry::open(
+        db.clone(),
+        Arc::new(SystemClock),
+        quintet_core::keyring::Keyring::for_tests(),
+    )
+    .await
+    .unwrap();
     let q = PgJobQueue::open(db, Arc::new(SystemClock)).await.unwrap();
     let name = conformance::unique_name("q");
     let recorded = quintet_core::ports::registry::Registry::create_instance(

@@ -13,6 +13,7 @@ use quintet_core::{
     AppName, Error, InstanceConfig, ServiceType, SystemClock,
     accounts::{AccountName, Plan},
     conformance,
+    keyring::Keyring,
     keys::KeyId,
     ports::registry::{ChangeListener, Registry, RegistryChange},
 };
@@ -27,9 +28,13 @@ async fn database(pg: &PgSchema) -> PgDatabase {
 }
 
 async fn open(pg: &PgSchema) -> PgRegistry {
-    PgRegistry::open(database(pg).await, Arc::new(SystemClock))
-        .await
-        .unwrap()
+    PgRegistry::open(
+        database(pg).await,
+        Arc::new(SystemClock),
+        Keyring::for_tests(),
+    )
+    .await
+    .unwrap()
 }
 
 /// Records the changes a registry applies to its listeners.
@@ -115,7 +120,9 @@ async fn nodes_starting_at_once_migrate_once() {
             let db = PgDatabase::connect(&PgConfig::new(&url).unwrap())
                 .await
                 .unwrap();
-            PgRegistry::open(db, Arc::new(SystemClock)).await.unwrap()
+            PgRegistry::open(db, Arc::new(SystemClock), Keyring::for_tests())
+                .await
+                .unwrap()
         }));
     }
     let mut registries = Vec::new();

@@ -89,11 +89,18 @@ async fn same_calls_same_answers() {
     };
     let clock = Arc::new(ManualClock::new(1_700_000_000_000));
     let dir = tempfile::tempdir().unwrap();
-    let sqlite = SqliteRegistry::open(&dir.path().join("registry.db"), clock.clone()).unwrap();
+    let sqlite = SqliteRegistry::open(
+        &dir.path().join("registry.db"),
+        clock.clone(),
+        quintet_core::keyring::Keyring::for_tests(),
+    )
+    .unwrap();
     let db = PgDatabase::connect(&PgConfig::new(pg.url()).unwrap())
         .await
         .unwrap();
-    let postgres = PgRegistry::open(db, clock).await.unwrap();
+    let postgres = PgRegistry::open(db, clock, quintet_core::keyring::Keyring::for_tests())
+        .await
+        .unwrap();
     let (expected, got) = (script(&sqlite).await, script(&postgres).await);
     assert_eq!(expected.len(), got.len());
     for (e, g) in expected.iter().zip(&got) {

@@ -119,7 +119,7 @@ fn redis(_url: &str) -> anyhow::Result<CacheChoice> {
 
 /// A value shown in an error with the password of its user part hidden, in case it was a
 /// URL with one.
-fn redact(value: &str) -> String {
+pub(crate) fn redact(value: &str) -> String {
     let Some((scheme, rest)) = value.split_once("://") else {
         return value.to_owned();
     };
@@ -310,6 +310,7 @@ pub async fn open(
     adapters: &Adapters,
     embedded: &Embedded,
     clock: Arc<dyn Clock>,
+    ring: Arc<quintet_core::keyring::Keyring>,
 ) -> anyhow::Result<Opened> {
     #[cfg(feature = "postgres")]
     let mut pools = PgPools::default();
@@ -322,7 +323,7 @@ pub async fn open(
                 .get(config)
                 .await
                 .context("cannot open the registry on PostgreSQL")?;
-            let registry = quintet_postgres::PgRegistry::open(db, Arc::clone(&clock))
+            let registry = quintet_postgres::PgRegistry::open(db, Arc::clone(&clock), ring)
                 .await
                 .with_context(|| {
                     format!(
@@ -409,7 +410,7 @@ pub async fn open(
         }
     };
     #[cfg(not(feature = "postgres"))]
-    let _ = clock;
+    let _ = (clock, ring);
     let storage: Arc<dyn ObjectStorage> = match &adapters.storage {
         StorageChoice::Embedded => embedded.storage.clone(),
         #[cfg(feature = "s3")]

@@ -1,22 +1,22 @@
 //! `quintet account|app|key …`: the admin API of a running server from the command line.
 //!
 //! Where the server is and how to authenticate, highest precedence first:
-//! - URL: `--url` / `QUINTET_URL`; else `listen` of the `--config` file (`https` when it
-//!   has `tls_cert`, loopback for a wildcard address); else `http://127.0.0.1:6363`.
+//! - URL: `--url` / `QUINTET_URL`; else the server running on the data directory, as it
+//!   recorded itself there ([`crate::discovery`]; `--data-dir` / `QUINTET_DATA_DIR`, else
+//!   the `--config` file's `data_dir`, else `./quintet-data`); else `--listen` /
+//!   `QUINTET_LISTEN` / `listen` of the `--config` file (`https` when it has `tls_cert`,
+//!   loopback for a wildcard address), else `http://127.0.0.1:6363` — and then, since
+//!   nothing says that server owns the data directory, a note says where the token goes.
 //! - Admin token: `--admin-token` / `QUINTET_ADMIN_TOKEN`; else `admin_token` of the
-//!   `--config` file; else `<data-dir>/admin-token`, the file the server writes on its first
-//!   start (`--data-dir` / `QUINTET_DATA_DIR`, else the file's `data_dir`, else
-//!   `./quintet-data`).
+//!   `--config` file; else the token derived from the master key, found as the server
+//!   finds it (`--master-key-file` / `QUINTET_MASTER_KEY_FILE`, `QUINTET_MASTER_KEY`, the
+//!   file's `master_key_file`, else the default path; see [`crate::master_key`]).
 //! - Extra trusted certificate for https: `--ca-cert` / `QUINTET_CA_CERT`; else the
 //!   `--config` file's `tls_cert` (a self-signed server certificate then just works).
 //!
 //! Output is a table for people, or with `--json` the server's answer as it came.
 
-use std::{
-    net::{IpAddr, Ipv4Addr, Ipv6Addr, SocketAddr},
-    path::PathBuf,
-    time::Duration,
-};
+use std::{net::SocketAddr, path::PathBuf, time::Duration};
 
 use anyhow::{Context, bail};
 use clap::{Args, Subcommand};
@@ -25,8 +25,8 @@ use reqwest::Method;
 use serde_json::{Value, json};
 
 use crate::{
-    admin_token,
-    cli::{FileConfig, read_file},
+    cli::{ListenAddr, ServeArgs, read_file},
+    master_key::{MasterKeySource, derived_admin_token},
 };
 
 /// How to reach the server's admin API.
@@ -36,7 +36,7 @@ pub struct Conn {
     #[arg(long, env = "QUINTET_URL", value_name = "URL")]
     pub url: Option<String>,
 
-    /// The admin token [default: from --config, else <data-dir>/admin-token]
+    /// The admin token [default: from --config, else derived from the master key]
     #[arg(
         long,
         env = "QUINTET_ADMIN_TOKEN",
@@ -45,9 +45,29 @@ pub struct Conn {
     )]
     pub admin_token: Option<String>,
 
-    /// The server's data directory, to read its admin-token file [default: ./quintet-data]
+    /// The server's listen address, to find it when it recorded none in its data
+    /// directory [default: from --config, else 127.0.0.1:6363]
+    #[arg(long, env = "QUINTET_LISTEN", value_name = "ADDR")]
+    pub listen: Option<ListenAddr>,
+
+    /// The server's data directory, where a running server records its address
+    /// [default: from --config, else ./quintet-data]
     #[arg(long, env = "QUINTET_DATA_DIR", value_name = "DIR")]
     pub data_dir: Option<PathBuf>,
+
+    /// The server's master key file, to derive the admin token [default: as the server
+    /// finds it]
+    #[arg(long, env = "QUINTET_MASTER_KEY_FILE", value_name = "FILE")]
+    pub master_key_file: Option<PathBuf>,
+
+    /// The server's master key itself
+    #[arg(
+        long,
+        env = "QUINTET_MASTER_KEY",
+        value_name = "KEY",
+        hide_env_values = true
+    )]
+    pub master_key: Option<String>,
 
     /// The server's TOML file, to find its address, token and certificate
     #[arg(long, env = "QUINTET_CONFIG", value_name = "FILE")]
@@ -189,13 +209,30 @@ struct Admin {
 
 impl Conn {
     fn connect(self) -> anyhow::Result<Admin> {
-        let file = match &self.config {
+        let mut file = match &self.config {
             Some(path) => read_file(path)?,
-            None => FileConfig::default(),
+            None => ServeArgs::default(),
         };
-        let base = match self.url {
-            Some(url) => url.trim_end_matches('/').to_owned(),
-            None => url_of(&file),
+        if self.listen.is_some() {
+            file.listen = self.listen;
+        }
+        let data_dir = self
+            .data_dir
+            .clone()
+            .or(file.data_dir.clone())
+            .unwrap_or_else(|| PathBuf::from("quintet-data"));
+        let base = match (self.url, crate::discovery::Record::read(&data_dir)) {
+            (Some(url), _) => url.trim_end_matches('/').to_owned(),
+            (None, Some(record)) => record.url,
+            (None, None) => {
+                let url = url_of(&file);
+                eprintln!(
+                    "note: no running server recorded in {}; sending the admin token to {url} \
+                     (pass --url or --data-dir to choose)",
+                    data_dir.display()
+                );
+                url
+            }
         };
         if !(base.starts_with("http://") || base.starts_with("https://")) {
             bail!("--url \"{base}\" must be an http or https URL, e.g. http://127.0.0.1:6363");
@@ -203,19 +240,16 @@ impl Conn {
         let token = match self.admin_token.or(file.admin_token.clone()) {
             Some(t) => t,
             None => {
-                let dir = self
-                    .data_dir
-                    .or(file.data_dir.clone())
-                    .unwrap_or_else(|| PathBuf::from("quintet-data"));
-                match admin_token::read(&dir)? {
-                    Some(t) => t.expose().to_owned(),
-                    None => bail!(
-                        "no admin token: pass --admin-token or set QUINTET_ADMIN_TOKEN, or run \
-                         where the server's data directory is ({} has no {})",
-                        dir.display(),
-                        admin_token::FILE
-                    ),
-                }
+                let source = MasterKeySource::new(
+                    self.master_key.or(file.master_key.clone()),
+                    self.master_key_file.or(file.master_key_file.clone()),
+                    None,
+                )?;
+                let ring = source.load().context(
+                    "no admin token: pass --admin-token (or QUINTET_ADMIN_TOKEN), or run where \
+                     the server's master key is",
+                )?;
+                derived_admin_token(&ring)
             }
         };
         let mut builder = reqwest::Client::builder().timeout(Duration::from_secs(60));
@@ -236,21 +270,16 @@ impl Conn {
 }
 
 /// The server's URL as the config file describes it.
-fn url_of(file: &FileConfig) -> String {
+fn url_of(file: &ServeArgs) -> String {
     let listen = file
         .listen
-        .unwrap_or_else(|| SocketAddr::from(([127, 0, 0, 1], 6363)));
-    let ip = match listen.ip() {
-        IpAddr::V4(ip) if ip.is_unspecified() => IpAddr::V4(Ipv4Addr::LOCALHOST),
-        IpAddr::V6(ip) if ip.is_unspecified() => IpAddr::V6(Ipv6Addr::LOCALHOST),
-        ip => ip,
-    };
+        .map_or_else(|| SocketAddr::from(([127, 0, 0, 1], 6363)), |l| l.0);
     let scheme = if file.tls_cert.is_some() {
         "https"
     } else {
         "http"
     };
-    format!("{scheme}://{}", SocketAddr::new(ip, listen.port()))
+    crate::discovery::local_url(scheme, listen)
 }
 
 impl Admin {
@@ -606,7 +635,7 @@ mod tests {
 
     #[test]
     fn the_url_follows_the_config_file() {
-        let mut file = FileConfig::default();
+        let mut file = ServeArgs::default();
         assert_eq!(url_of(&file), "http://127.0.0.1:6363");
         file.listen = Some("0.0.0.0:7000".parse().unwrap());
         file.tls_cert = Some("cert.pem".into());

@@ -1,20 +1,31 @@
 //! Command-line arguments, `QUINTET_*` environment variables and the optional TOML file,
 //! merged into one validated configuration.
 //!
+//! Every setting is defined once, as a field of [`ServeArgs`]: the field's name is the TOML
+//! key, its kebab-case form the flag (`--max-body-bytes`), and its upper-case form with a
+//! `QUINTET_` prefix the environment variable (`QUINTET_MAX_BODY_BYTES`, added to every
+//! flag by [`command`]); its default and checks live in [`ServeArgs::resolve`]. So a new
+//! setting cannot be forgotten in one of the three places, and a test checks all three
+//! for every setting.
+//!
 //! Precedence, highest first: flag, environment variable, TOML file, built-in default.
-//! clap resolves flag over environment; the file fills what both left unset.
+//! clap resolves flag over environment; the file fills what both left unset. Booleans take
+//! an optional value (`--cache-memory-only=false`), so a flag can turn off what the file
+//! turned on.
 
 use std::{
-    net::SocketAddr,
+    fmt,
+    net::{IpAddr, Ipv4Addr, SocketAddr, ToSocketAddrs},
     path::{Path, PathBuf},
+    str::FromStr,
     time::Duration,
 };
 
 use anyhow::{Context, bail};
-use clap::{Args, Parser, Subcommand, ValueEnum};
+use clap::{Args, CommandFactory, FromArgMatches, Parser, Subcommand, ValueEnum};
 use quintet_core::keys::Secret;
-use quintet_server::config::{DomainAuth, TlsFiles};
-use serde::Deserialize;
+use quintet_server::config::{DomainAuth, PrivateTargets, TlsFiles};
+use serde::{Deserialize, Serialize};
 
 use crate::{
     adapters::{Adapters, CacheChoice, PgChoice, StorageChoice},
@@ -48,10 +59,52 @@ pub enum Command {
     Key(admin::KeyCommand),
     /// Print an access token signed with a key's connection string (for curl and scripts).
     Token(crate::token::TokenArgs),
+    /// Print the admin token of a server whose admin token is derived from its master key.
+    AdminToken(crate::master_key::AdminTokenArgs),
+    /// Make and inspect master keys (see docs/security.md).
+    #[command(subcommand)]
+    MasterKey(crate::master_key::MasterKeyCommand),
+}
+
+/// The command line with every `serve` setting also read from its environment variable,
+/// `QUINTET_<SETTING>` (see the module documentation).
+pub fn command() -> clap::Command {
+    Cli::command().mut_subcommand("serve", |serve| serve.mut_args(with_env))
+}
+
+/// Parse `std::env::args` (see [`command`]).
+pub fn parse() -> Cli {
+    let matches = command().get_matches();
+    Cli::from_arg_matches(&matches).unwrap_or_else(|e| e.exit())
+}
+
+/// Parse `args` (see [`command`]).
+pub fn try_parse_from<I, T>(args: I) -> Result<Cli, clap::Error>
+where
+    I: IntoIterator<Item = T>,
+    T: Into<std::ffi::OsString> + Clone,
+{
+    Cli::from_arg_matches(&command().try_get_matches_from(args)?)
+}
+
+/// The environment variable of a setting: `QUINTET_` and its TOML key in upper case.
+pub fn env_var(setting: &str) -> String {
+    format!("QUINTET_{}", setting.to_ascii_uppercase())
+}
+
+fn with_env(arg: clap::Arg) -> clap::Arg {
+    let id = arg.get_id().as_str();
+    if arg.get_long().is_none() || arg.get_env().is_some() || matches!(id, "help" | "version") {
+        return arg;
+    }
+    // clap keeps `&'static str` names; settings are parsed once per process, so leaking
+    // these few short strings costs nothing.
+    let name: &'static str = Box::leak(env_var(id).into_boxed_str());
+    arg.env(name)
 }
 
 /// How domain-form requests are authenticated.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum, Deserialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum, Serialize, Deserialize)]
 #[serde(rename_all = "lowercase")]
 pub enum AuthMode {
     /// No authentication; only loopback addresses unless --insecure-no-auth.
@@ -61,7 +114,7 @@ pub enum AuthMode {
 }
 
 /// Log output format.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum, Deserialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum, Serialize, Deserialize)]
 #[serde(rename_all = "lowercase")]
 pub enum LogFormat {
     /// Human-readable lines.
@@ -70,58 +123,121 @@ pub enum LogFormat {
     Json,
 }
 
+/// Which queues may deliver to loopback, private and link-local addresses.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum PrivateTargetsArg {
+    /// No queue.
+    Deny,
+    /// Only queues of the domain application (the operator's own), not the queues of
+    /// applications served to tenants.
+    Domain,
+    /// Every queue (one trusted user; never with tenants).
+    Allow,
+}
+
+/// An address to listen on: `IP:port`, `host:port` (resolved, e.g. `localhost:7000`),
+/// `:port` or a bare port (both on 127.0.0.1).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct ListenAddr(pub SocketAddr);
+
+impl FromStr for ListenAddr {
+    type Err = String;
+
+    fn from_str(s: &str) -> Result<Self, String> {
+        let s = s.trim();
+        if let Ok(addr) = s.parse::<SocketAddr>() {
+            return Ok(Self(addr));
+        }
+        let port = s.strip_prefix(':').unwrap_or(s);
+        if let Ok(port) = port.parse::<u16>() {
+            return Ok(Self(SocketAddr::new(IpAddr::V4(Ipv4Addr::LOCALHOST), port)));
+        }
+        let bad = || {
+            format!(
+                "\"{s}\" is not an address to listen on: use IP:port (127.0.0.1:6363, \
+                 0.0.0.0:6363, [::1]:6363), host:port (localhost:6363), :port or a port"
+            )
+        };
+        if !s.contains(':') {
+            return Err(bad());
+        }
+        let mut addrs = s.to_socket_addrs().map_err(|_| bad())?;
+        // Prefer IPv4 for names such as localhost that resolve to both.
+        let all: Vec<SocketAddr> = addrs.by_ref().collect();
+        all.iter()
+            .find(|a| a.is_ipv4())
+            .or(all.first())
+            .copied()
+            .map(Self)
+            .ok_or_else(bad)
+    }
+}
+
+impl fmt::Display for ListenAddr {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        self.0.fmt(f)
+    }
+}
+
+impl Serialize for ListenAddr {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        s.collect_str(&self.0)
+    }
+}
+
+impl<'de> Deserialize<'de> for ListenAddr {
+    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        let text = String::deserialize(d)?;
+        text.parse().map_err(serde::de::Error::custom)
+    }
+}
+
+fn boolish() -> clap::builder::BoolishValueParser {
+    clap::builder::BoolishValueParser::new()
+}
+
 /// Settings of `quintet serve`. Every one can also be set by its environment variable or
-/// in the TOML file given with `--config` (key = the flag's name with `_` for `-`).
-#[derive(Debug, Default, Args)]
+/// in the TOML file given with `--config` (see the module documentation).
+#[derive(Debug, Default, Clone, Args, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
 pub struct ServeArgs {
     /// TOML file with settings; flags and environment variables override it.
-    #[arg(long, env = "QUINTET_CONFIG", value_name = "FILE")]
+    #[arg(long, value_name = "FILE")]
+    #[serde(skip)]
     pub config: Option<PathBuf>,
 
-    /// Address and port to listen on [default: 127.0.0.1:6363]
-    #[arg(long, env = "QUINTET_LISTEN", value_name = "ADDR")]
-    pub listen: Option<SocketAddr>,
+    /// Address and port to listen on: IP:port, host:port, :port or a port (the last two on
+    /// 127.0.0.1) [default: 127.0.0.1:6363]
+    #[arg(long, value_name = "ADDR")]
+    pub listen: Option<ListenAddr>,
 
     /// Directory holding all data of the embedded stores [default: ./quintet-data]
-    #[arg(long, env = "QUINTET_DATA_DIR", value_name = "DIR")]
+    #[arg(long, value_name = "DIR")]
     pub data_dir: Option<PathBuf>,
 
     /// Where accounts, applications, keys and instances are recorded: `embedded` (in the
     /// data directory, one node) or a PostgreSQL URL shared by every node, e.g.
     /// postgres://quintet:secret@db:5432/quintet [default: embedded]
-    #[arg(
-        long,
-        env = "QUINTET_REGISTRY",
-        value_name = "URL",
-        hide_env_values = true
-    )]
+    #[arg(long, value_name = "URL", hide_env_values = true)]
     pub registry: Option<String>,
 
     /// Where documents are kept: `embedded` (in the data directory, one node) or a
     /// PostgreSQL URL shared by every node; the registry follows it to PostgreSQL unless
     /// --registry says otherwise [default: embedded]
-    #[arg(long, env = "QUINTET_DATA", value_name = "URL", hide_env_values = true)]
+    #[arg(long, value_name = "URL", hide_env_values = true)]
     pub data: Option<String>,
 
     /// Where cache entries are kept: `embedded` (in the data directory, one node) or a
     /// Redis URL shared by every node, e.g. redis://:secret@cache:6379/0. Use it with a
     /// PostgreSQL --registry, whose identity namespaces the keys [default: embedded]
-    #[arg(
-        long,
-        env = "QUINTET_CACHE",
-        value_name = "URL",
-        hide_env_values = true
-    )]
+    #[arg(long, value_name = "URL", hide_env_values = true)]
     pub cache: Option<String>,
+
     /// Where queued jobs are kept: `embedded` (in the data directory, one node) or a
     /// PostgreSQL URL shared by every node, which then all deliver jobs (needs a PostgreSQL
     /// --registry) [default: embedded]
-    #[arg(
-        long,
-        env = "QUINTET_QUEUE",
-        value_name = "URL",
-        hide_env_values = true
-    )]
+    #[arg(long, value_name = "URL", hide_env_values = true)]
     pub queue: Option<String>,
 
     /// Where storage objects are kept: `embedded` (files in the data directory) or an
@@ -129,157 +245,160 @@ pub struct ServeArgs {
     /// s3://bucket[/prefix]?endpoint=http://127.0.0.1:9000&region=us-east-1 with credentials
     /// as access_key_id and secret_access_key parameters or from AWS_ACCESS_KEY_ID and
     /// AWS_SECRET_ACCESS_KEY; needs --registry postgres://… [default: embedded]
-    #[arg(
-        long,
-        env = "QUINTET_STORAGE",
-        value_name = "URL",
-        hide_env_values = true
-    )]
+    #[arg(long, value_name = "URL", hide_env_values = true)]
     pub storage: Option<String>,
 
     /// Where search indexes live: `embedded` (tantivy, in the data directory) or a
     /// PostgreSQL URL shared by every node (needs a PostgreSQL --registry)
     /// [default: embedded]
-    #[arg(
-        long,
-        env = "QUINTET_SEARCH",
-        value_name = "URL",
-        hide_env_values = true
-    )]
+    #[arg(long, value_name = "URL", hide_env_values = true)]
     pub search: Option<String>,
 
     /// Largest JSON request body, in bytes; larger bodies get 413 [default: 16777216]
-    #[arg(long, env = "QUINTET_MAX_BODY_BYTES", value_name = "BYTES")]
+    #[arg(long, value_name = "BYTES")]
     pub max_body_bytes: Option<usize>,
 
     /// Deepest nesting of arrays and objects in a JSON body [default: 64]
-    #[arg(long, env = "QUINTET_MAX_JSON_DEPTH", value_name = "LEVELS")]
+    #[arg(long, value_name = "LEVELS")]
     pub max_json_depth: Option<usize>,
 
     /// Seconds in-flight requests may run after SIGINT/SIGTERM [default: 30]
-    #[arg(long, env = "QUINTET_SHUTDOWN_TIMEOUT", value_name = "SECONDS")]
+    #[arg(long, value_name = "SECONDS")]
     pub shutdown_timeout: Option<u64>,
 
     /// Seconds a client may take to send a whole request head, and that an idle kept-alive
     /// connection is kept; past them the connection is closed [default: 30]
-    #[arg(long, env = "QUINTET_HEADER_TIMEOUT", value_name = "SECONDS")]
+    #[arg(long, value_name = "SECONDS")]
     pub header_timeout: Option<u64>,
 
     /// URL clients reach this server at, for the absolute URLs it hands out (pre-signed
-    /// URLs, connection strings) [default: built from each request's Host header]
-    #[arg(long, env = "QUINTET_PUBLIC_URL", value_name = "URL")]
+    /// URLs, connection strings); its host is also accepted in Host headers
+    /// [default: built from each request's Host header]
+    #[arg(long, value_name = "URL")]
     pub public_url: Option<String>,
+
+    /// With --auth none: further Host header values accepted besides loopback names and
+    /// addresses, the listen address and --public-url's host (comma-separated host or
+    /// host:port; `*` accepts any, which re-opens DNS rebinding) [default: none]
+    #[arg(long, value_name = "HOSTS", value_delimiter = ',')]
+    pub allowed_hosts: Option<Vec<String>>,
+
+    /// Web origins (scheme://host[:port]) whose pages may call the domain form and the
+    /// admin API from a browser (CORS), e.g. http://localhost:5173 for a local front end;
+    /// `*` allows any. Pages of the server's own origin always may; the application form
+    /// and pre-signed URLs answer every origin [default: none]
+    #[arg(long, value_name = "ORIGINS", value_delimiter = ',')]
+    pub cors_origins: Option<Vec<String>>,
 
     /// How domain-form requests are authenticated: `none`, or `jwt` (HS256 tokens signed
     /// with --jwt-secret). The application form always needs a token signed with one of the
     /// application's keys [default: none]
-    #[arg(long, env = "QUINTET_AUTH", value_name = "MODE")]
+    #[arg(long, value_name = "MODE")]
     pub auth: Option<AuthMode>,
 
     /// With --auth jwt: the HMAC secret domain-form tokens are signed with (at least 32
     /// bytes)
-    #[arg(
-        long,
-        env = "QUINTET_JWT_SECRET",
-        value_name = "SECRET",
-        hide_env_values = true
-    )]
+    #[arg(long, value_name = "SECRET", hide_env_values = true)]
     pub jwt_secret: Option<String>,
 
     /// With --auth jwt: the `sub` claim domain-form tokens must carry [default: any]
-    #[arg(long, env = "QUINTET_JWT_SUB", value_name = "SUB")]
+    #[arg(long, value_name = "SUB")]
     pub jwt_sub: Option<String>,
 
-    /// With --auth none: listen on a non-loopback address anyway (only when something in
-    /// front of quintet authenticates requests)
-    #[arg(long, env = "QUINTET_INSECURE_NO_AUTH")]
-    pub insecure_no_auth: bool,
+    /// With --auth jwt: the `aud` claim domain-form tokens must carry (a string, or an
+    /// array holding it) [default: not checked]
+    #[arg(long, value_name = "AUD")]
+    pub jwt_aud: Option<String>,
 
-    /// Bearer token of the admin API (/_admin), at least 16 characters [default: generated
-    /// on first start, printed once and kept in <data-dir>/admin-token]
-    #[arg(
-        long,
-        env = "QUINTET_ADMIN_TOKEN",
-        value_name = "TOKEN",
-        hide_env_values = true
-    )]
+    /// Longest validity accepted for any token (domain or application form), in seconds
+    /// from now to its exp; tokens valid for longer are refused [default: no limit]
+    #[arg(long, value_name = "SECONDS")]
+    pub jwt_max_ttl: Option<u64>,
+
+    /// With --auth none: listen on a non-loopback address anyway (only when something in
+    /// front of quintet authenticates requests) [default: false]
+    #[arg(long, value_name = "BOOL", num_args = 0..=1, default_missing_value = "true",
+          value_parser = boolish())]
+    pub insecure_no_auth: Option<bool>,
+
+    /// Bearer token of the admin API (/_admin), at least 16 characters; prefer the
+    /// environment variable to the flag, which other users can see in the process list
+    /// [default: derived from the master key; `quintet admin-token` prints it]
+    #[arg(long, value_name = "TOKEN", hide_env_values = true)]
     pub admin_token: Option<String>,
 
+    /// File holding the master key that seals secrets at rest and derives the admin token
+    /// and the pre-signed URL key; created (0600) when missing. Keep it outside the data
+    /// directory and give every node the same key [default:
+    /// $XDG_CONFIG_HOME/quintet/master.key, else ~/.config/quintet/master.key]
+    #[arg(long, value_name = "FILE")]
+    pub master_key_file: Option<PathBuf>,
+
+    /// The master key itself (64 hex digits), instead of --master-key-file; prefer the
+    /// environment variable to the flag
+    #[arg(long, value_name = "KEY", hide_env_values = true)]
+    pub master_key: Option<String>,
+
+    /// During a rotation: the previous master key's file; secrets sealed with it are
+    /// resealed with the current key at start, and its pre-signed URLs stay valid
+    #[arg(long, value_name = "FILE")]
+    pub previous_master_key_file: Option<PathBuf>,
+
+    /// Start even though the data directory can be read or entered by other users
+    /// [default: false: such a directory is refused]
+    #[arg(long, value_name = "BOOL", num_args = 0..=1, default_missing_value = "true",
+          value_parser = boolish())]
+    pub insecure_shared_data_dir: Option<bool>,
+
     /// PEM certificate chain to serve HTTPS with (needs --tls-key) [default: plain HTTP]
-    #[arg(long, env = "QUINTET_TLS_CERT", value_name = "FILE")]
+    #[arg(long, value_name = "FILE")]
     pub tls_cert: Option<PathBuf>,
 
     /// PEM private key of --tls-cert
-    #[arg(long, env = "QUINTET_TLS_KEY", value_name = "FILE")]
+    #[arg(long, value_name = "FILE")]
     pub tls_key: Option<PathBuf>,
+
     /// Most bytes (keys plus values) the cache entries of all instances may take; when a
     /// write would go beyond, the least recently used entries are evicted [default: no
     /// limit, nothing is evicted]
-    #[arg(long, env = "QUINTET_CACHE_MAX_BYTES", value_name = "BYTES")]
+    #[arg(long, value_name = "BYTES")]
     pub cache_max_bytes: Option<u64>,
 
     /// Keep cache entries in memory only: nothing written to disk, every entry gone after
     /// a restart [default: false, entries are durable]
-    #[arg(
-        long,
-        env = "QUINTET_CACHE_MEMORY_ONLY",
-        value_name = "BOOL",
-        num_args = 0..=1,
-        default_missing_value = "true",
-        value_parser = clap::builder::BoolishValueParser::new()
-    )]
+    #[arg(long, value_name = "BOOL", num_args = 0..=1, default_missing_value = "true",
+          value_parser = boolish())]
     pub cache_memory_only: Option<bool>,
 
-    /// Refuse queue targets on loopback, private and link-local addresses, when a queue is
-    /// created and at every delivery (after DNS resolution) [default: false]
-    #[arg(long, env = "QUINTET_QUEUE_DENY_PRIVATE", value_name = "BOOL",
-          num_args = 0..=1, default_missing_value = "true")]
+    /// Which queues may deliver to loopback, private and link-local addresses: `deny`
+    /// (none), `domain` (only the domain application's, never a tenant's) or `allow` (all).
+    /// Checked at creation and at every delivery, after DNS resolution; no queue may
+    /// deliver to quintet itself [default: domain]
+    #[arg(long, value_name = "WHO")]
+    pub queue_private_targets: Option<PrivateTargetsArg>,
+
+    /// Older spelling of --queue-private-targets deny [default: false]
+    #[arg(long, value_name = "BOOL", num_args = 0..=1, default_missing_value = "true",
+          value_parser = boolish())]
     pub queue_deny_private: Option<bool>,
+
+    /// Send every queue delivery through this HTTP(S) proxy, e.g. an egress proxy such as
+    /// Smokescreen that enforces what workers may be reached [default: direct]
+    #[arg(long, value_name = "URL", hide_env_values = true)]
+    pub queue_egress_proxy: Option<String>,
 
     /// Milliseconds before the first retry of an unreachable queue worker; doubles with each
     /// retry (with jitter), up to an hour [default: 5000]
-    #[arg(long, env = "QUINTET_QUEUE_BACKOFF_MS", value_name = "MS")]
+    #[arg(long, value_name = "MS")]
     pub queue_backoff_ms: Option<u64>,
 
     /// Log filter, e.g. `info`, `warn`, `quintet=debug` [default: info]
-    #[arg(long, env = "QUINTET_LOG", value_name = "FILTER")]
+    #[arg(long, value_name = "FILTER")]
     pub log: Option<String>,
 
     /// Log format [default: text]
-    #[arg(long, env = "QUINTET_LOG_FORMAT", value_name = "FORMAT")]
+    #[arg(long, value_name = "FORMAT")]
     pub log_format: Option<LogFormat>,
-}
-
-/// The TOML file: the same settings as the flags, all optional.
-#[derive(Debug, Default, Deserialize)]
-#[serde(deny_unknown_fields)]
-pub(crate) struct FileConfig {
-    pub(crate) listen: Option<SocketAddr>,
-    pub(crate) data_dir: Option<PathBuf>,
-    registry: Option<String>,
-    data: Option<String>,
-    cache: Option<String>,
-    queue: Option<String>,
-    storage: Option<String>,
-    search: Option<String>,
-    max_body_bytes: Option<usize>,
-    max_json_depth: Option<usize>,
-    shutdown_timeout: Option<u64>,
-    header_timeout: Option<u64>,
-    public_url: Option<String>,
-    auth: Option<AuthMode>,
-    jwt_secret: Option<String>,
-    jwt_sub: Option<String>,
-    insecure_no_auth: Option<bool>,
-    pub(crate) admin_token: Option<String>,
-    pub(crate) tls_cert: Option<PathBuf>,
-    tls_key: Option<PathBuf>,
-    cache_max_bytes: Option<u64>,
-    cache_memory_only: Option<bool>,
-    queue_deny_private: Option<bool>,
-    queue_backoff_ms: Option<u64>,
-    log: Option<String>,
-    log_format: Option<LogFormat>,
 }
 
 /// Shortest admin token accepted.
@@ -299,6 +418,12 @@ pub struct ServeConfig {
     pub server: quintet_server::Config,
     /// The embedded stores' directory.
     pub data_dir: PathBuf,
+    /// The configured admin token; `None` derives it from the master key.
+    pub admin_token: Option<Secret>,
+    /// Start even if the data directory is open to other users.
+    pub shared_data_dir: bool,
+    /// Where the master keys come from.
+    pub master_key: crate::master_key::MasterKeySource,
     /// The embedded cache's bound and durability.
     pub cache: quintet_embedded::cache::CacheOptions,
     /// Which adapter serves each port.
@@ -310,30 +435,50 @@ pub struct ServeConfig {
 }
 
 impl ServeArgs {
+    /// These settings over `file`'s: each setting given here wins, the file fills the rest.
+    pub fn over(self, file: ServeArgs) -> anyhow::Result<ServeArgs> {
+        let config = self.config.clone();
+        let mut merged = serde_json::to_value(file).context("reading the config file")?;
+        let flags = serde_json::to_value(self).context("reading the flags")?;
+        if let (Some(merged), Some(flags)) = (merged.as_object_mut(), flags.as_object()) {
+            for (key, value) in flags {
+                if !value.is_null() {
+                    merged.insert(key.clone(), value.clone());
+                }
+            }
+        }
+        let mut out: ServeArgs =
+            serde_json::from_value(merged).context("merging flags and the config file")?;
+        out.config = config;
+        Ok(out)
+    }
+
+    /// The settings of flags and environment (already in `self`) over those of the
+    /// `--config` file, if any.
+    pub fn with_file(self) -> anyhow::Result<ServeArgs> {
+        match &self.config {
+            Some(path) => {
+                let file = read_file(path)?;
+                self.over(file)
+            }
+            None => Ok(self),
+        }
+    }
+
     /// Merge flags and environment (already in `self`) over the TOML file and defaults.
     pub fn resolve(self) -> anyhow::Result<ServeConfig> {
-        let file = match &self.config {
-            Some(path) => read_file(path)?,
-            None => FileConfig::default(),
-        };
+        let s = self.with_file()?;
         let defaults = quintet_server::Config::default();
-        let max_json_depth = self
-            .max_json_depth
-            .or(file.max_json_depth)
-            .unwrap_or(defaults.max_json_depth);
+        let max_json_depth = s.max_json_depth.unwrap_or(defaults.max_json_depth);
         if max_json_depth == 0 {
             bail!("max-json-depth must be at least 1");
         }
-        let max_body_bytes = self
-            .max_body_bytes
-            .or(file.max_body_bytes)
-            .unwrap_or(defaults.max_body_bytes);
+        let max_body_bytes = s.max_body_bytes.unwrap_or(defaults.max_body_bytes);
         if max_body_bytes == 0 {
             bail!("max-body-bytes must be at least 1");
         }
-        let header_timeout = self
+        let header_timeout = s
             .header_timeout
-            .or(file.header_timeout)
             .map_or(defaults.header_timeout, Duration::from_secs);
         if header_timeout.is_zero() || header_timeout > MAX_HEADER_TIMEOUT {
             bail!(
@@ -341,13 +486,14 @@ impl ServeArgs {
                 MAX_HEADER_TIMEOUT.as_secs()
             );
         }
-        let listen = self.listen.or(file.listen).unwrap_or(defaults.listen);
+        let listen = s.listen.map_or(defaults.listen, |l| l.0);
         let domain_auth = domain_auth(
-            self.auth.or(file.auth).unwrap_or(AuthMode::None),
-            self.jwt_secret.or(file.jwt_secret),
-            self.jwt_sub.or(file.jwt_sub),
+            s.auth.unwrap_or(AuthMode::None),
+            s.jwt_secret,
+            s.jwt_sub,
+            s.jwt_aud,
         )?;
-        let insecure_no_auth = self.insecure_no_auth || file.insecure_no_auth.unwrap_or(false);
+        let insecure_no_auth = s.insecure_no_auth.unwrap_or(false);
         if domain_auth == DomainAuth::None && !listen.ip().is_loopback() && !insecure_no_auth {
             bail!(
                 "refusing to listen on {listen} without authentication: with --auth none (the \
@@ -357,77 +503,92 @@ impl ServeArgs {
                  of quintet authenticates requests"
             );
         }
-        let admin_token = self
-            .admin_token
-            .or(file.admin_token)
-            .map(|t| check_admin_token(&t))
-            .transpose()?;
-        let tls = match (
-            self.tls_cert.or(file.tls_cert),
-            self.tls_key.or(file.tls_key),
-        ) {
+        let jwt_max_ttl = match s.jwt_max_ttl {
+            Some(0) => bail!("jwt-max-ttl must be at least 1 second; leave it unset for no limit"),
+            other => other.map(Duration::from_secs),
+        };
+        let admin_token = s.admin_token.map(|t| check_admin_token(&t)).transpose()?;
+        let tls = match (s.tls_cert, s.tls_key) {
             (Some(cert), Some(key)) => Some(TlsFiles { cert, key }),
             (None, None) => None,
             _ => bail!("--tls-cert and --tls-key go together: give both files, or neither"),
         };
-        let adapters = adapters(
-            self.registry.or(file.registry),
-            self.data.or(file.data),
-            self.cache.or(file.cache),
-            self.queue.or(file.queue),
-            self.storage.or(file.storage),
-            self.search.or(file.search),
-        )?;
-        let cache_max_bytes = self.cache_max_bytes.or(file.cache_max_bytes);
+        let adapters = adapters(s.registry, s.data, s.cache, s.queue, s.storage, s.search)?;
+        let cache_max_bytes = s.cache_max_bytes;
         if cache_max_bytes == Some(0) {
             bail!("cache-max-bytes must be at least 1; leave it unset for no limit");
         }
+        let public_url = s.public_url.map(|u| check_public_url(&u)).transpose()?;
+        let allowed_hosts = s
+            .allowed_hosts
+            .unwrap_or_default()
+            .iter()
+            .map(|h| check_host(h))
+            .collect::<anyhow::Result<Vec<_>>>()?;
+        let cors_origins = s
+            .cors_origins
+            .unwrap_or_default()
+            .iter()
+            .map(|o| check_origin(o))
+            .collect::<anyhow::Result<Vec<_>>>()?;
+        let queue_private_targets = match (s.queue_private_targets, s.queue_deny_private) {
+            (Some(_), Some(true)) => bail!(
+                "--queue-deny-private is the older spelling of --queue-private-targets deny; \
+                 give only one of them"
+            ),
+            (Some(p), _) => p,
+            (None, Some(true)) => PrivateTargetsArg::Deny,
+            (None, _) => PrivateTargetsArg::Domain,
+        };
+        let queue_egress_proxy = s
+            .queue_egress_proxy
+            .map(|u| check_proxy_url(&u))
+            .transpose()?;
+        let data_dir = s.data_dir.unwrap_or_else(|| PathBuf::from("quintet-data"));
+        let master_key = crate::master_key::MasterKeySource::new(
+            s.master_key,
+            s.master_key_file,
+            s.previous_master_key_file,
+        )?;
         Ok(ServeConfig {
             server: quintet_server::Config {
                 listen,
                 max_body_bytes,
                 max_json_depth,
-                shutdown_timeout: self
+                shutdown_timeout: s
                     .shutdown_timeout
-                    .or(file.shutdown_timeout)
                     .map(Duration::from_secs)
                     .unwrap_or(defaults.shutdown_timeout),
                 header_timeout,
-                public_url: self
-                    .public_url
-                    .or(file.public_url)
-                    .map(|u| check_public_url(&u))
-                    .transpose()?,
+                public_url,
+                allowed_hosts,
+                cors_origins,
                 domain_auth,
-                admin_token,
+                jwt_max_ttl,
+                admin_tokens: Vec::new(),
                 tls,
-                queue_deny_private: self
-                    .queue_deny_private
-                    .or(file.queue_deny_private)
-                    .unwrap_or(defaults.queue_deny_private),
-                queue_backoff: self
+                queue_private_targets: match queue_private_targets {
+                    PrivateTargetsArg::Deny => PrivateTargets::Deny,
+                    PrivateTargetsArg::Domain => PrivateTargets::DomainOnly,
+                    PrivateTargetsArg::Allow => PrivateTargets::Allow,
+                },
+                queue_egress_proxy,
+                queue_backoff: s
                     .queue_backoff_ms
-                    .or(file.queue_backoff_ms)
                     .map(Duration::from_millis)
                     .unwrap_or(defaults.queue_backoff),
             },
-            data_dir: self
-                .data_dir
-                .or(file.data_dir)
-                .unwrap_or_else(|| PathBuf::from("quintet-data")),
+            data_dir,
+            admin_token,
+            shared_data_dir: s.insecure_shared_data_dir.unwrap_or(false),
+            master_key,
             cache: quintet_embedded::cache::CacheOptions {
                 max_bytes: cache_max_bytes,
-                memory_only: self
-                    .cache_memory_only
-                    .or(file.cache_memory_only)
-                    .unwrap_or(false),
+                memory_only: s.cache_memory_only.unwrap_or(false),
             },
             adapters,
-            log: self.log.or(file.log).unwrap_or_else(|| "info".to_owned()),
-            log_format: self
-                .log_format
-                .or(file.log_format)
-                .unwrap_or(LogFormat::Text),
+            log: s.log.unwrap_or_else(|| "info".to_owned()),
+            log_format: s.log_format.unwrap_or(LogFormat::Text),
         })
     }
 }
@@ -477,13 +638,14 @@ fn domain_auth(
     mode: AuthMode,
     secret: Option<String>,
     sub: Option<String>,
+    aud: Option<String>,
 ) -> anyhow::Result<DomainAuth> {
     match mode {
         AuthMode::None => {
-            if secret.is_some() || sub.is_some() {
+            if secret.is_some() || sub.is_some() || aud.is_some() {
                 bail!(
-                    "--jwt-secret and --jwt-sub only apply with --auth jwt; add --auth jwt to \
-                     require tokens on the domain form"
+                    "--jwt-secret, --jwt-sub and --jwt-aud only apply with --auth jwt; add \
+                     --auth jwt to require tokens on the domain form"
                 );
             }
             Ok(DomainAuth::None)
@@ -504,9 +666,13 @@ fn domain_auth(
             if sub.as_deref() == Some("") {
                 bail!("--jwt-sub must not be empty; leave it out to accept any sub");
             }
+            if aud.as_deref() == Some("") {
+                bail!("--jwt-aud must not be empty; leave it out to accept any aud");
+            }
             Ok(DomainAuth::Jwt {
                 secret: Secret::from_stored(secret),
                 sub,
+                aud,
             })
         }
     }
@@ -539,8 +705,55 @@ fn check_public_url(url: &str) -> anyhow::Result<String> {
     Ok(trimmed.to_owned())
 }
 
+/// An `--allowed-hosts` entry: `*`, or a host name or address with an optional port,
+/// lower-cased.
+fn check_host(host: &str) -> anyhow::Result<String> {
+    let h = host.trim().to_ascii_lowercase();
+    if h == "*" || quintet_server::hosts::is_authority(&h) {
+        return Ok(h);
+    }
+    bail!(
+        "allowed-hosts entry \"{host}\" must be a host name or IP address with an optional \
+         port (example.com, 192.168.1.5:6363, [::1]:6363), or *"
+    )
+}
+
+/// A `--cors-origins` entry: `*`, or `scheme://host[:port]`, lower-cased.
+fn check_origin(origin: &str) -> anyhow::Result<String> {
+    let o = origin.trim().trim_end_matches('/').to_ascii_lowercase();
+    if o == "*" {
+        return Ok(o);
+    }
+    let ok = o
+        .strip_prefix("http://")
+        .or_else(|| o.strip_prefix("https://"))
+        .is_some_and(quintet_server::hosts::is_authority);
+    if ok {
+        return Ok(o);
+    }
+    bail!(
+        "cors-origins entry \"{origin}\" must be an origin, scheme://host[:port] without a \
+         path (http://localhost:5173, https://app.example.com), or *"
+    )
+}
+
+/// An http(s) proxy URL for queue deliveries.
+fn check_proxy_url(url: &str) -> anyhow::Result<String> {
+    let parsed = reqwest::Url::parse(url.trim()).ok();
+    match parsed {
+        Some(u) if matches!(u.scheme(), "http" | "https") && u.host_str().is_some() => {
+            Ok(url.trim().to_owned())
+        }
+        _ => bail!(
+            "queue-egress-proxy \"{}\" must be an http or https URL such as \
+             http://127.0.0.1:4750",
+            crate::adapters::redact(url)
+        ),
+    }
+}
+
 /// Read and check the TOML file at `path`.
-pub(crate) fn read_file(path: &Path) -> anyhow::Result<FileConfig> {
+pub(crate) fn read_file(path: &Path) -> anyhow::Result<ServeArgs> {
     let text = std::fs::read_to_string(path)
         .with_context(|| format!("cannot read config file {}", path.display()))?;
     toml::from_str(&text).with_context(|| format!("config file {} is not valid", path.display()))
@@ -550,12 +763,13 @@ pub(crate) fn read_file(path: &Path) -> anyhow::Result<FileConfig> {
 mod tests {
     use super::*;
     use crate::adapters::{DataChoice, QueueChoice, RegistryChoice, SearchChoice};
+    use quintet_server::config::PrivateTargets;
     use std::io::Write;
 
     fn parse(args: &[&str]) -> ServeArgs {
         let mut argv = vec!["quintet", "serve"];
         argv.extend_from_slice(args);
-        match Cli::try_parse_from(argv).unwrap().command {
+        match try_parse_from(argv).unwrap().command {
             Command::Serve(a) => a,
             other => panic!("not serve: {other:?}"),
         }
@@ -858,22 +1072,122 @@ mod tests {
     #[test]
     fn queue_settings_resolve_from_flags_and_file() {
         let c = ServeArgs::default().resolve().unwrap();
-        assert!(!c.server.queue_deny_private);
+        assert_eq!(c.server.queue_private_targets, PrivateTargets::DomainOnly);
         assert_eq!(c.server.queue_backoff, Duration::from_secs(5));
         let c = parse(&["--queue-deny-private", "--queue-backoff-ms", "20"])
             .resolve()
             .unwrap();
-        assert!(c.server.queue_deny_private);
+        assert_eq!(c.server.queue_private_targets, PrivateTargets::Deny);
         assert_eq!(c.server.queue_backoff, Duration::from_millis(20));
-        let f = toml_file("queue_deny_private = true\nqueue_backoff_ms = 700\n");
+        let f = toml_file("queue_private_targets = \"allow\"\nqueue_backoff_ms = 700\n");
         let path = f.path().to_str().unwrap();
         let c = parse(&["--config", path]).resolve().unwrap();
-        assert!(c.server.queue_deny_private);
+        assert_eq!(c.server.queue_private_targets, PrivateTargets::Allow);
         assert_eq!(c.server.queue_backoff, Duration::from_millis(700));
-        let c = parse(&["--config", path, "--queue-deny-private=false"])
+        let c = parse(&["--config", path, "--queue-private-targets", "deny"])
             .resolve()
             .unwrap();
-        assert!(!c.server.queue_deny_private, "the flag beats the file");
+        assert_eq!(
+            c.server.queue_private_targets,
+            PrivateTargets::Deny,
+            "the flag beats the file"
+        );
+        let err = parse(&["--queue-private-targets", "allow", "--queue-deny-private"])
+            .resolve()
+            .unwrap_err();
+        assert!(format!("{err}").contains("older spelling"), "{err}");
+        let c = parse(&["--queue-egress-proxy", "http://127.0.0.1:4750"])
+            .resolve()
+            .unwrap();
+        assert_eq!(
+            c.server.queue_egress_proxy.as_deref(),
+            Some("http://127.0.0.1:4750")
+        );
+        assert!(
+            parse(&["--queue-egress-proxy", "socks5://x"])
+                .resolve()
+                .is_err()
+        );
+    }
+
+    /// Every setting of `quintet serve` is one field: its flag, its environment variable
+    /// and its TOML key all exist and name it alike.
+    #[test]
+    fn every_setting_is_a_flag_an_environment_variable_and_a_file_key() {
+        let command = command();
+        let serve = command.find_subcommand("serve").unwrap();
+        let keys = serde_json::to_value(ServeArgs::default()).unwrap();
+        let keys: Vec<&String> = keys.as_object().unwrap().keys().collect();
+        let mut flags = Vec::new();
+        for arg in serve.get_arguments() {
+            let id = arg.get_id().as_str();
+            if matches!(id, "help" | "version") {
+                continue;
+            }
+            let long = arg.get_long().unwrap();
+            assert_eq!(long, id.replace('_', "-"), "flag of {id}");
+            assert_eq!(
+                arg.get_env().and_then(|e| e.to_str()),
+                Some(env_var(id).as_str()),
+                "environment variable of {id}"
+            );
+            if id != "config" {
+                flags.push(id.to_owned());
+                assert!(keys.contains(&&id.to_owned()), "no TOML key for {id}");
+            }
+        }
+        assert_eq!(
+            flags.len(),
+            keys.len(),
+            "a TOML key without a flag: {keys:?}"
+        );
+    }
+
+    #[test]
+    fn listen_addresses_take_the_forms_people_type() {
+        let listen = |s: &str| s.parse::<ListenAddr>().map(|l| l.0.to_string());
+        assert_eq!(listen("127.0.0.1:7000").unwrap(), "127.0.0.1:7000");
+        assert_eq!(listen("[::1]:7000").unwrap(), "[::1]:7000");
+        assert_eq!(listen("7000").unwrap(), "127.0.0.1:7000");
+        assert_eq!(listen(":7000").unwrap(), "127.0.0.1:7000");
+        assert_eq!(listen("localhost:7000").unwrap(), "127.0.0.1:7000");
+        for bad in ["", "x", "70000", "localhost", "host:port"] {
+            assert!(listen(bad).is_err(), "{bad}");
+        }
+        let f = toml_file("listen = \"localhost:7001\"\n");
+        let c = parse(&["--config", f.path().to_str().unwrap()])
+            .resolve()
+            .unwrap();
+        assert_eq!(c.server.listen.to_string(), "127.0.0.1:7001");
+    }
+
+    #[test]
+    fn browser_settings_are_checked_and_lower_cased() {
+        let c = parse(&[
+            "--allowed-hosts",
+            "LAN-Box:6363,*",
+            "--cors-origins",
+            "http://LocalHost:5173/",
+        ])
+        .resolve()
+        .unwrap();
+        assert_eq!(c.server.allowed_hosts, ["lan-box:6363", "*"]);
+        assert_eq!(c.server.cors_origins, ["http://localhost:5173"]);
+        let msg = |args: &[&str]| format!("{}", parse(args).resolve().unwrap_err());
+        assert!(msg(&["--allowed-hosts", "a/b"]).contains("allowed-hosts entry"));
+        assert!(msg(&["--cors-origins", "localhost:5173"]).contains("cors-origins entry"));
+        assert!(msg(&["--cors-origins", "http://a.example/app"]).contains("without a path"));
+    }
+
+    #[test]
+    fn jwt_limits_are_checked() {
+        let c = parse(&["--jwt-max-ttl", "3600"]).resolve().unwrap();
+        assert_eq!(c.server.jwt_max_ttl, Some(Duration::from_secs(3600)));
+        assert!(parse(&["--jwt-max-ttl", "0"]).resolve().is_err());
+        assert!(
+            format!("{}", parse(&["--jwt-aud", "q"]).resolve().unwrap_err())
+                .contains("only apply with --auth jwt")
+        );
     }
 
     #[test]
@@ -945,7 +1259,8 @@ mod tests {
             c.server.domain_auth,
             DomainAuth::Jwt {
                 secret: Secret::from_stored(secret),
-                sub: None
+                sub: None,
+                aud: None,
             }
         );
     }
@@ -973,10 +1288,7 @@ mod tests {
             c.server.domain_auth,
             DomainAuth::Jwt { ref sub, .. } if sub.as_deref() == Some("svc")
         ));
-        assert_eq!(
-            c.server.admin_token,
-            Some(Secret::from_stored("a".repeat(20)))
-        );
+        assert_eq!(c.admin_token, Some(Secret::from_stored("a".repeat(20))));
     }
 
     #[test]

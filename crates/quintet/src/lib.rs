@@ -1,6 +1,6 @@
 //! The `quintet` program as a library: configuration ([`cli`]), choosing and opening the
 //! adapters ([`adapters`], [`binding`]), node assembly ([`node`]) and the admin commands
-//! ([`admin`], [`admin_token`], [`token`]). `main.rs` only parses arguments and calls into
+//! ([`admin`], [`admin_token`], [`token`]) and the master key ([`master_key`]). `main.rs` only parses arguments and calls into
 //! here; the test harness does the same in-process.
 
 pub mod adapters;
@@ -8,5 +8,7 @@ pub mod admin;
 pub mod admin_token;
 pub mod binding;
 pub mod cli;
+pub mod discovery;
+pub mod master_key;
 pub mod node;
 pub mod token;

@@ -3,23 +3,31 @@
 use std::{io::IsTerminal, process::ExitCode, sync::Arc};
 
 use anyhow::Context;
-use clap::Parser;
 use quintet::{
-    admin, admin_token,
-    cli::{Cli, Command, LogFormat, ServeConfig},
+    admin,
+    cli::{self, Command, LogFormat, ServeConfig},
+    master_key,
     node::Node,
 };
 use quintet_core::SystemClock;
 use tracing_subscriber::EnvFilter;
 
 fn main() -> ExitCode {
-    let cli = Cli::parse();
+    let cli = cli::parse();
     let result = match cli.command {
-        Command::Serve(args) => args.resolve().and_then(serve),
+        Command::Serve(args) => {
+            // Everything the server creates (databases, logs of SQLite, keys, objects) is
+            // for its own user only, whatever the shell's umask.
+            #[cfg(unix)]
+            rustix::process::umask(rustix::fs::Mode::from_raw_mode(0o077));
+            args.resolve().and_then(serve)
+        }
         Command::Account(cmd) => admin::run_account(cmd),
         Command::App(cmd) => admin::run_app(cmd),
         Command::Key(cmd) => admin::run_key(cmd),
         Command::Token(args) => quintet::token::run(args),
+        Command::AdminToken(args) => master_key::run_admin_token(args),
+        Command::MasterKey(cmd) => master_key::run_master_key(cmd),
     };
     match result {
         Ok(()) => ExitCode::SUCCESS,
@@ -52,11 +60,15 @@ async fn serve(config: ServeConfig) -> anyhow::Result<()> {
         .await
         .with_context(|| format!("cannot listen on {}", config.server.listen))?;
     let addr = listener.local_addr()?;
-    if let Some(token) = node.generated_admin_token() {
-        // Printed, not logged: logs must not carry secrets. Shown on the first start only.
+    if let Some((token, key_file)) = node.generated_admin_token() {
+        // Printed, not logged: logs must not carry secrets. Shown when the master key it is
+        // derived from was created; `quintet admin-token` prints it again.
+        let key = key_file.map_or_else(
+            || "the master key".to_owned(),
+            |f| format!("the master key in {}", f.display()),
+        );
         println!(
-            "quintet admin token (shown once, kept in {}): {}",
-            admin_token::path(&config.data_dir).display(),
+            "quintet admin token (derived from {key}; `quintet admin-token` prints it again): {}",
             token.expose()
         );
     }

@@ -26,16 +26,40 @@ fn quintet(args: &[&str]) -> Output {
         "QUINTET_CA_CERT",
         "QUINTET_AUTH",
         "QUINTET_LISTEN",
+        "QUINTET_MASTER_KEY",
+        "QUINTET_MASTER_KEY_FILE",
     ] {
         cmd.env_remove(var);
     }
     cmd.output().unwrap()
 }
 
-/// Run an admin command against `base` with the token of `data`; assert success; stdout.
+/// The master key file of the server on `data` (beside it: never in the data directory).
+fn key_file(data: &Path) -> String {
+    data.parent()
+        .unwrap()
+        .join("master.key")
+        .to_str()
+        .unwrap()
+        .to_owned()
+}
+
+/// Start the binary on `data` with its master key in [`key_file`].
+fn spawn(data: &Path, extra: &[&str]) -> Process {
+    Process::spawn_with_env(
+        Path::new(BIN),
+        data,
+        extra,
+        &[("QUINTET_MASTER_KEY_FILE", &key_file(data))],
+    )
+}
+
+/// Run an admin command against `base` with the token derived from the master key of the
+/// server on `data`; assert success; stdout.
 fn ok(base: &str, data: &Path, args: &[&str]) -> String {
     let mut all = args.to_vec();
-    all.extend(["--url", base, "--data-dir", data.to_str().unwrap()]);
+    let key = key_file(data);
+    all.extend(["--url", base, "--master-key-file", &key]);
     let out = quintet(&all);
     assert!(
         out.status.success(),
@@ -48,7 +72,8 @@ fn ok(base: &str, data: &Path, args: &[&str]) -> String {
 /// Like [`ok`], for a command that must fail; its stderr.
 fn fails(base: &str, data: &Path, args: &[&str]) -> String {
     let mut all = args.to_vec();
-    all.extend(["--url", base, "--data-dir", data.to_str().unwrap()]);
+    let key = key_file(data);
+    all.extend(["--url", base, "--master-key-file", &key]);
     let out = quintet(&all);
     assert!(!out.status.success(), "quintet {args:?} succeeded");
     String::from_utf8(out.stderr).unwrap()
@@ -63,32 +88,34 @@ fn token_for(key: &str, secret: &str) -> String {
     quintet_core::jwt::sign_hs256(secret.as_bytes(), &json!({"sub": key, "exp": exp}))
 }
 
-const TOKEN_LINE: &str = "quintet admin token (shown once, kept in ";
+const TOKEN_LINE: &str = "quintet admin token (derived from the master key in ";
 
 #[tokio::test]
 async fn admin_commands_drive_a_running_server() {
     let dir = tempfile::tempdir().unwrap();
     let data = dir.path().join("data");
-    let mut p = Process::spawn(Path::new(BIN), &data, &[]);
+    let mut p = spawn(&data, &[]);
     let base = p.url("");
 
-    // The generated token is printed once and kept, owner-only, in the data directory.
-    let stored = std::fs::read_to_string(data.join("admin-token")).unwrap();
+    // The admin token, derived from the new master key, is printed once; `quintet
+    // admin-token` prints it again from the key; nothing of it is in the data directory.
     let printed: Vec<String> = p
         .stdout_lines()
         .into_iter()
         .filter(|l| l.starts_with(TOKEN_LINE))
         .collect();
     assert_eq!(printed.len(), 1, "{printed:?}");
-    assert!(printed[0].ends_with(&format!("admin-token): {}", stored.trim())));
+    let out = quintet(&["admin-token", "--master-key-file", &key_file(&data)]);
+    let derived = String::from_utf8(out.stdout).unwrap();
+    assert!(printed[0].ends_with(&format!("prints it again): {}", derived.trim())));
+    assert!(!data.join("admin-token").exists());
     #[cfg(unix)]
     {
         use std::os::unix::fs::PermissionsExt;
-        let mode = std::fs::metadata(data.join("admin-token"))
-            .unwrap()
-            .permissions()
-            .mode();
-        assert_eq!(mode & 0o777, 0o600);
+        let mode = |p: &Path| std::fs::metadata(p).unwrap().permissions().mode() & 0o777;
+        assert_eq!(mode(Path::new(&key_file(&data))), 0o600);
+        assert_eq!(mode(&data), 0o700);
+        assert_eq!(mode(&data.join("registry.db")), 0o600, "umask 077");
     }
 
     assert_eq!(
@@ -205,7 +232,7 @@ async fn admin_commands_drive_a_running_server() {
         "{err}"
     );
 
-    // Later starts read the token back and print nothing.
+    // Later starts derive the same token and print nothing.
     p.restart();
     let printed = p
         .stdout_lines()
@@ -219,15 +246,59 @@ async fn admin_commands_drive_a_running_server() {
 #[test]
 fn admin_commands_without_a_token_say_where_to_find_one() {
     let dir = tempfile::tempdir().unwrap();
+    let missing = dir.path().join("nowhere.key");
     let out = quintet(&[
         "account",
         "list",
-        "--data-dir",
-        dir.path().to_str().unwrap(),
+        "--master-key-file",
+        missing.to_str().unwrap(),
     ]);
     assert!(!out.status.success());
     let err = String::from_utf8_lossy(&out.stderr);
     assert!(err.contains("no admin token: pass --admin-token"), "{err}");
+    assert!(err.contains("no master key at"), "{err}");
+}
+
+#[tokio::test]
+async fn admin_commands_find_the_server_of_the_data_directory() {
+    let dir = tempfile::tempdir().unwrap();
+    let data = dir.path().join("data");
+    let mut p = spawn(&data, &[]);
+    let key = key_file(&data);
+    // No --url: the server recorded where it listens in its data directory.
+    let out = quintet(&[
+        "account",
+        "create",
+        "acme",
+        "--data-dir",
+        data.to_str().unwrap(),
+        "--master-key-file",
+        &key,
+    ]);
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert!(String::from_utf8_lossy(&out.stderr).is_empty());
+    // A stopped server leaves no record: the command says where the token goes instead.
+    p.signal_and_wait("TERM", std::time::Duration::from_secs(30));
+    assert!(!data.join("server.json").exists());
+    let out = quintet(&[
+        "account",
+        "list",
+        "--data-dir",
+        data.to_str().unwrap(),
+        "--master-key-file",
+        &key,
+        "--listen",
+        "127.0.0.1:9",
+    ]);
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        err.contains("no running server recorded in") && err.contains("http://127.0.0.1:9"),
+        "{err}"
+    );
 }
 
 #[tokio::test]
@@ -236,12 +307,7 @@ async fn admin_commands_read_the_servers_config_file() {
     let file = dir.path().join("quintet.toml");
     std::fs::write(&file, "admin_token = \"token-from-the-config-file\"\n").unwrap();
     let file = file.to_str().unwrap();
-    let p = Process::spawn(
-        Path::new(BIN),
-        &dir.path().join("data"),
-        &["--config", file],
-    );
-    assert!(!dir.path().join("data/admin-token").exists());
+    let p = spawn(&dir.path().join("data"), &["--config", file]);
     let out = quintet(&["account", "list", "--config", file, "--url", &p.url("")]);
     assert!(
         out.status.success(),
@@ -309,8 +375,7 @@ async fn tls_with_the_real_binary_and_the_cli() {
     let dir = tempfile::tempdir().unwrap();
     let certs = TestCerts::generate(&dir.path().join("tls"));
     let data = dir.path().join("data");
-    let p = Process::spawn(
-        Path::new(BIN),
+    let p = spawn(
         &data,
         &[
             "--tls-cert",

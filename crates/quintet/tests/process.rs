@@ -78,28 +78,44 @@ async fn flags_beat_environment_which_beats_the_file() {
 
     // File alone: depth 3 is refused.
     let p = Process::spawn(bin(), &dir.path().join("d1"), &["--config", file]);
-    p.send(p.request(Method::PUT, "/search/a").body(nested(2)))
-        .await
-        .expect(422);
+    p.send(
+        p.request(Method::PUT, "/search/a")
+            .header("content-type", "application/json")
+            .body(nested(2)),
+    )
+    .await
+    .expect(422);
     drop(p);
 
     // Environment over file: depth 3 passes, depth 5 does not.
     let env = [("QUINTET_MAX_JSON_DEPTH", "4")];
     let p = Process::spawn_with_env(bin(), &dir.path().join("d2"), &["--config", file], &env);
-    p.send(p.request(Method::PUT, "/search/a").body(nested(2)))
-        .await
-        .expect(201);
-    p.send(p.request(Method::PUT, "/search/b").body(nested(4)))
-        .await
-        .expect(422);
+    p.send(
+        p.request(Method::PUT, "/search/a")
+            .header("content-type", "application/json")
+            .body(nested(2)),
+    )
+    .await
+    .expect(201);
+    p.send(
+        p.request(Method::PUT, "/search/b")
+            .header("content-type", "application/json")
+            .body(nested(4)),
+    )
+    .await
+    .expect(422);
     drop(p);
 
     // Flag over environment.
     let args = ["--config", file, "--max-json-depth", "2"];
     let p = Process::spawn_with_env(bin(), &dir.path().join("d3"), &args, &env);
-    p.send(p.request(Method::PUT, "/search/a").body(nested(2)))
-        .await
-        .expect(422);
+    p.send(
+        p.request(Method::PUT, "/search/a")
+            .header("content-type", "application/json")
+            .body(nested(2)),
+    )
+    .await
+    .expect(422);
 }
 
 #[tokio::test]

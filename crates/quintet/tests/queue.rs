@@ -69,7 +69,7 @@ async fn deny_private_refuses_deliveries_to_internal_addresses() {
     p.kill9();
     drop(p);
     // …deliver nothing once the operator forbids them.
-    let p = Process::spawn(bin(), dir.path(), &["--queue-deny-private"]);
+    let p = Process::spawn(bin(), dir.path(), &["--queue-private-targets", "deny"]);
     for q in ["literal", "named"] {
         p.post(&format!("/queue/{q}"), json!({"n": 1}))
             .await
@@ -87,8 +87,9 @@ async fn deny_private_refuses_deliveries_to_internal_addresses() {
         assert_eq!(
             job["error"],
             format!(
-                "target host \"{host}\" is a loopback, private or link-local address, which \
-                 this server refuses as a queue target (--queue-deny-private)"
+                "target host \"{host}\", a loopback, private or link-local address, which \
+                 this server refuses as a target of this application's queues \
+                 (--queue-private-targets)"
             )
         );
         assert_eq!(job["attempts"], 1, "a refusal is not retried");

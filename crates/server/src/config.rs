@@ -3,7 +3,7 @@
 
 use std::{net::SocketAddr, path::PathBuf, time::Duration};
 
-use quintet_core::keys::Secret;
+use quintet_core::{keyring::TokenDigest, keys::Secret};
 
 /// Default address: loopback only, hyper's port.
 pub const DEFAULT_LISTEN: &str = "127.0.0.1:6363";
@@ -34,20 +34,55 @@ pub struct Config {
     pub header_timeout: Duration,
     /// The URL clients reach this server at (scheme, host, port, no trailing slash), for
     /// absolute URLs the server hands out; when absent, they are built from the request's
-    /// `Host` header.
+    /// `Host` header. Its host is an accepted `Host` (see [`crate::hosts`]).
     pub public_url: Option<String>,
-    /// Refuse queue targets on loopback, private and link-local addresses, at creation and
-    /// at every delivery.
-    pub queue_deny_private: bool,
+    /// With [`DomainAuth::None`]: `Host` values accepted besides loopback ones, the listen
+    /// address and the public URL's host (lower-case `host[:port]`, or `*` for any).
+    pub allowed_hosts: Vec<String>,
+    /// Origins (lower-case `scheme://host[:port]`, or `*`) whose pages may call the domain
+    /// form and the admin API from a browser; see [`crate::cors`].
+    pub cors_origins: Vec<String>,
+    /// Which queues may deliver to loopback, private and link-local addresses.
+    pub queue_private_targets: PrivateTargets,
+    /// An HTTP(S) proxy every delivery goes through, when set.
+    pub queue_egress_proxy: Option<String>,
     /// Delay before the first retry of an unreachable queue worker; it doubles with each
     /// further retry (with jitter), up to an hour.
     pub queue_backoff: Duration,
     /// How requests of the domain form are authenticated.
     pub domain_auth: DomainAuth,
-    /// The bearer token of the admin API (`/_admin/...`); `None` refuses every admin call.
-    pub admin_token: Option<Secret>,
+    /// Longest validity accepted for a token (from now to its `exp`), in either form.
+    pub jwt_max_ttl: Option<Duration>,
+    /// Digests of the bearer tokens the admin API (`/_admin/...`) accepts; empty refuses
+    /// every admin call. Only digests are kept, so no memory dump or file shows a token.
+    pub admin_tokens: Vec<TokenDigest>,
     /// Certificate chain and private key for HTTPS; plain HTTP when absent.
     pub tls: Option<TlsFiles>,
+}
+
+/// Which queues may deliver to loopback, private and link-local addresses (internal
+/// services). A delivery never reaches quintet's own listener, whatever this says.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub enum PrivateTargets {
+    /// No queue.
+    Deny,
+    /// Queues of the domain application only: the operator's own (with `--auth none` a
+    /// developer on this machine), never those of applications served to tenants.
+    #[default]
+    DomainOnly,
+    /// Every queue: for one trusted user, never with tenants.
+    Allow,
+}
+
+impl PrivateTargets {
+    /// Whether a queue of `app` may deliver to a private address.
+    pub fn allows(self, app: &quintet_core::AppName) -> bool {
+        match self {
+            Self::Deny => false,
+            Self::DomainOnly => app.is_domain(),
+            Self::Allow => true,
+        }
+    }
 }
 
 /// How requests of the domain form (`/<type>/<instance>/...`) are authenticated. The
@@ -65,6 +100,8 @@ pub enum DomainAuth {
         secret: Secret,
         /// The required `sub` claim, if any.
         sub: Option<String>,
+        /// The required `aud` claim, if any.
+        aud: Option<String>,
     },
 }
 
@@ -86,10 +123,14 @@ impl Default for Config {
             shutdown_timeout: DEFAULT_SHUTDOWN_TIMEOUT,
             header_timeout: DEFAULT_HEADER_TIMEOUT,
             public_url: None,
-            queue_deny_private: false,
+            allowed_hosts: Vec::new(),
+            cors_origins: Vec::new(),
+            queue_private_targets: PrivateTargets::default(),
+            queue_egress_proxy: None,
             queue_backoff: DEFAULT_QUEUE_BACKOFF,
             domain_auth: DomainAuth::None,
-            admin_token: None,
+            jwt_max_ttl: None,
+            admin_tokens: Vec::new(),
             tls: None,
         }
     }
@@ -99,7 +140,10 @@ impl Config {
     /// The queue dispatcher's share of the settings.
     pub fn dispatch_settings(&self) -> crate::dispatch::Settings {
         crate::dispatch::Settings {
-            deny_private: self.queue_deny_private,
+            private_targets: self.queue_private_targets,
+            egress_proxy: self.queue_egress_proxy.clone(),
+            own_listener: self.listen,
+            public_url: self.public_url.clone(),
             backoff_base: self.queue_backoff,
             shutdown_timeout: self.shutdown_timeout,
         }

@@ -35,6 +35,8 @@ pub fn status_of(e: &Error) -> StatusCode {
         Error::Forbidden(_) => StatusCode::FORBIDDEN,
         Error::TooLarge(_) => StatusCode::PAYLOAD_TOO_LARGE,
         Error::RangeNotSatisfiable(_) => StatusCode::RANGE_NOT_SATISFIABLE,
+        Error::UnsupportedMediaType(_) => StatusCode::UNSUPPORTED_MEDIA_TYPE,
+        Error::RateLimited(..) => StatusCode::TOO_MANY_REQUESTS,
         Error::Unavailable(_) => StatusCode::SERVICE_UNAVAILABLE,
         Error::Internal(_) => StatusCode::INTERNAL_SERVER_ERROR,
     }
@@ -55,6 +57,10 @@ impl IntoResponse for ApiError {
     fn into_response(self) -> Response {
         let status = status_of(&self.0);
         let mut res = error_response(status, &self.0.public_message());
+        if let Error::RateLimited(_, secs) = &self.0 {
+            res.headers_mut()
+                .insert(header::RETRY_AFTER, HeaderValue::from((*secs).max(1)));
+        }
         if let Error::Internal(detail) = self.0 {
             res.extensions_mut().insert(InternalDetail(detail));
         }
@@ -90,6 +96,8 @@ mod tests {
             (Error::Forbidden(String::new()), 403),
             (Error::TooLarge(String::new()), 413),
             (Error::RangeNotSatisfiable(String::new()), 416),
+            (Error::UnsupportedMediaType(String::new()), 415),
+            (Error::RateLimited(String::new(), 3), 429),
             (Error::Unavailable(String::new()), 503),
             (Error::Internal(String::new()), 500),
         ];

@@ -45,7 +45,42 @@ pub fn parse_json<T: DeserializeOwned>(bytes: &[u8], max_depth: usize) -> Result
     })
 }
 
-/// A JSON body. Any content type is accepted, as hyper did; an empty body is malformed.
+/// Refuse a body whose `Content-Type` is not JSON (`application/json`, or any
+/// `application/*+json`), with 415. hyper parsed any content type as JSON; quintet does
+/// not, because the types a web page may send cross-origin without asking first
+/// (`text/plain`, forms) would otherwise reach JSON calls — see [`crate::cors`].
+fn check_json_type(headers: &axum::http::HeaderMap) -> Result<(), ApiError> {
+    let value = headers
+        .get(axum::http::header::CONTENT_TYPE)
+        .and_then(|v| v.to_str().ok())
+        .unwrap_or("");
+    let essence = value
+        .split(';')
+        .next()
+        .unwrap_or("")
+        .trim()
+        .to_ascii_lowercase();
+    let json = essence == "application/json"
+        || (essence.starts_with("application/") && essence.ends_with("+json"));
+    if json {
+        return Ok(());
+    }
+    let sent = if value.is_empty() {
+        "no Content-Type".to_owned()
+    } else {
+        format!(
+            "Content-Type {:?}",
+            value.chars().take(100).collect::<String>()
+        )
+    };
+    Err(ApiError(Error::UnsupportedMediaType(format!(
+        "this call takes a JSON body, but the request was sent with {sent}: send \
+         Content-Type: application/json (with curl: -H 'content-type: application/json', or \
+         --json)"
+    ))))
+}
+
+/// A JSON body sent as `application/json`; an empty body is malformed.
 #[derive(Debug)]
 pub struct Json<T>(pub T);
 
@@ -53,7 +88,12 @@ impl<T: DeserializeOwned> FromRequest<AppState> for Json<T> {
     type Rejection = ApiError;
 
     async fn from_request(req: Request, state: &AppState) -> Result<Self, Self::Rejection> {
+        let typed = check_json_type(req.headers());
         let bytes = body_bytes(req, state).await?;
+        if bytes.iter().all(u8::is_ascii_whitespace) {
+            return parse_json(&bytes, state.config.max_json_depth).map(Json);
+        }
+        typed?;
         parse_json(&bytes, state.config.max_json_depth).map(Json)
     }
 }
@@ -66,10 +106,12 @@ impl<T: DeserializeOwned> FromRequest<AppState> for OptionalJson<T> {
     type Rejection = ApiError;
 
     async fn from_request(req: Request, state: &AppState) -> Result<Self, Self::Rejection> {
+        let typed = check_json_type(req.headers());
         let bytes = body_bytes(req, state).await?;
         if bytes.iter().all(u8::is_ascii_whitespace) {
             return Ok(OptionalJson(None));
         }
+        typed?;
         parse_json(&bytes, state.config.max_json_depth).map(|v| OptionalJson(Some(v)))
     }
 }
@@ -163,31 +205,6 @@ impl<S: Send + Sync> FromRequestParts<S> for LegacyGet {
 /// Characters of a bad `Host` header quoted in the answer.
 const MAX_HOST_SHOWN: usize = 100;
 
-/// Whether `authority` is a `host[:port]` that makes a well-formed URL: a host name
-/// (letters, digits, `-`, `_`, `.`) or IPv4 address, or an IPv6 address in brackets, and a
-/// port from 1 to 65535. No user information (`a@b`), path or other punctuation: what
-/// clients build from it (`cloud://key:secret@<host>/app`) must parse back the same.
-fn is_authority(authority: &str) -> bool {
-    let (host_ok, port) = match authority.strip_prefix('[') {
-        Some(v6) => match v6.split_once(']') {
-            Some((addr, rest)) => (addr.parse::<std::net::Ipv6Addr>().is_ok(), rest),
-            None => return false,
-        },
-        None => {
-            let (host, rest) = authority.split_at(authority.find(':').unwrap_or(authority.len()));
-            let name = |b: u8| b.is_ascii_alphanumeric() || matches!(b, b'-' | b'_' | b'.');
-            (!host.is_empty() && host.bytes().all(name), rest)
-        }
-    };
-    let port_ok = port.is_empty()
-        || port.strip_prefix(':').is_some_and(|p| {
-            !p.is_empty()
-                && p.bytes().all(|b| b.is_ascii_digit())
-                && p.parse::<u16>().is_ok_and(|n| n > 0)
-        });
-    host_ok && port_ok
-}
-
 /// Where clients reach this server: the configured public URL, else `http://` (`https://`
 /// when serving TLS) and the request's `Host` header. For absolute URLs the server hands out.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -213,7 +230,7 @@ impl FromRequestParts<AppState> for BaseUrl {
                         .into(),
                 ))
             })?;
-        if !is_authority(&host) {
+        if !crate::hosts::is_authority(&host) {
             let shown: String = host.chars().take(MAX_HOST_SHOWN).collect();
             return Err(ApiError(Error::BadRequest(format!(
                 "the Host header {shown:?} is not a host[:port] to build a URL from: send \
@@ -227,45 +244,5 @@ impl FromRequestParts<AppState> for BaseUrl {
             "http"
         };
         Ok(BaseUrl(format!("{scheme}://{host}")))
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use super::is_authority;
-
-    #[test]
-    fn host_headers_that_make_a_url() {
-        for (host, ok) in [
-            ("127.0.0.1:6363", true),
-            ("localhost", true),
-            ("api.example.com", true),
-            ("my_service:80", true),
-            ("[::1]", true),
-            ("[::1]:6363", true),
-            ("[2001:db8::1]:443", true),
-            ("", false),
-            ("/", false),
-            ("a@b", false),
-            ("key:secret@host", false),
-            ("a/b", false),
-            ("a?b", false),
-            ("a#b", false),
-            ("a b", false),
-            ("a%2fb", false),
-            (":80", false),
-            ("a:", false),
-            ("a:0", false),
-            ("a:65536", false),
-            ("a:+80", false),
-            ("a:1:2", false),
-            ("a:xyz", false),
-            ("[::1", false),
-            ("[nope]:80", false),
-            ("[::1]80", false),
-            ("::1", false),
-        ] {
-            assert_eq!(is_authority(host), ok, "{host:?}");
-        }
     }
 }

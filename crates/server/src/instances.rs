@@ -16,11 +16,12 @@ use std::{
 };
 
 use quintet_core::{
-    AppName, Error, Instance, InstanceConfig, InstanceName, Result, ServiceType, accounts::App,
+    AppName, Error, Instance, InstanceConfig, InstanceName, Result, ServiceType,
+    accounts::{App, Limits},
     ports::registry::RegistryChange,
 };
 
-use crate::{dispatch::Dispatcher, state::Services};
+use crate::{dispatch::Dispatcher, quota::Quotas, state::Services};
 
 type ByName = HashMap<String, Arc<Instance>>;
 
@@ -34,6 +35,11 @@ pub struct Instances {
     cache: RwLock<HashMap<String, [ByName; 5]>>,
     /// Bumped by every invalidation.
     epoch: AtomicU64,
+    /// Each application's plan limits.
+    quotas: Arc<Quotas>,
+    /// Held while an instance of an application with limits is counted and created, so
+    /// that concurrent creations on this node cannot both take the last place.
+    counting: tokio::sync::Mutex<()>,
 }
 
 fn slot(kind: ServiceType) -> usize {
@@ -49,12 +55,14 @@ fn slot(kind: ServiceType) -> usize {
 impl Instances {
     /// A directory over `services`' registry and adapters; queue lifecycles are reported to
     /// `dispatcher`.
-    pub fn new(services: Arc<Services>, dispatcher: Arc<Dispatcher>) -> Self {
+    pub fn new(services: Arc<Services>, dispatcher: Arc<Dispatcher>, quotas: Arc<Quotas>) -> Self {
         Self {
             services,
             dispatcher,
             cache: RwLock::new(HashMap::new()),
             epoch: AtomicU64::new(0),
+            quotas,
+            counting: tokio::sync::Mutex::new(()),
         }
     }
 
@@ -160,8 +168,24 @@ impl Instances {
     ) -> Result<Instance> {
         let kind = config.kind();
         if let InstanceConfig::Queue(queue) = &config {
-            self.dispatcher.check_target(queue).await?;
+            self.dispatcher.check_target(app, queue).await?;
         }
+        let _counting = match self.quotas.of(app).await? {
+            Some((plan, limits)) => {
+                let guard = self.counting.lock().await;
+                let existing = self.services.registry.list_instances(Some(app)).await?;
+                Limits::check_count(plan, "instances", limits.instances_per_app, existing.len())?;
+                if kind == ServiceType::Queue {
+                    let queues = existing
+                        .iter()
+                        .filter(|i| i.kind() == ServiceType::Queue)
+                        .count();
+                    Limits::check_count(plan, "queues", limits.queues_per_app, queues)?;
+                }
+                Some(guard)
+            }
+            None => None,
+        };
         let instance = self
             .services
             .registry

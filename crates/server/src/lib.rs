@@ -1,7 +1,8 @@
 //! quintet's HTTP layer: both address forms over one set of handlers.
 //!
 //! A request passes, outermost first: [`middleware::observe`] (request id, log line,
-//! metrics) → CORS → [`middleware::json_errors`] → [`scope::resolve_scope`] (application
+//! metrics) → [`hosts::check_host`] (DNS rebinding guard) → [`cors::cors`] (which pages
+//! may call) → [`middleware::json_errors`] → [`scope::resolve_scope`] (application
 //! form → domain form) → [`auth::authorize`] (401/403, or the caller's
 //! [`auth::Principal`]) → the router of [`routes`], whose handlers extract a typed instance
 //! ([`extract::Inst`]), call one port, and shape the answer ([`reply`]). Errors become
@@ -12,12 +13,15 @@
 pub mod auth;
 pub mod changes;
 pub mod config;
+pub mod cors;
 pub mod dispatch;
 pub mod error;
 pub mod extract;
+pub mod hosts;
 pub mod instances;
 pub mod metrics;
 pub mod middleware;
+pub mod quota;
 pub mod reply;
 mod routes;
 pub mod scope;
@@ -35,6 +39,11 @@ use tokio_rustls::rustls::ServerConfig;
 use tower::{Service, ServiceBuilder, util::MapRequestLayer};
 
 pub use config::Config;
+
+/// The address of the client a request came from (the TCP peer); in every request's
+/// extensions.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct ClientAddr(pub std::net::SocketAddr);
 pub use state::{AppState, Services};
 
 /// The whole HTTP stack over `state`, as a tower service.
@@ -48,7 +57,14 @@ pub fn app(
             Arc::clone(&state.metrics),
             middleware::observe,
         ))
-        .layer(middleware::cors())
+        .layer(axum::middleware::from_fn_with_state(
+            state.clone(),
+            hosts::check_host,
+        ))
+        .layer(axum::middleware::from_fn_with_state(
+            state.clone(),
+            cors::cors,
+        ))
         .layer(axum::middleware::from_fn(middleware::json_errors))
         .layer(MapRequestLayer::new(scope::resolve_scope))
         .layer(axum::middleware::from_fn_with_state(
@@ -75,6 +91,9 @@ pub async fn serve(
     state: AppState,
     shutdown: impl Future<Output = ()> + Send + 'static,
 ) -> Result<()> {
+    if let Ok(addr) = listener.local_addr() {
+        state.dispatcher.listening_on(addr);
+    }
     state.dispatcher.start().await?;
     match tls {
         Some(config) => {
@@ -99,8 +118,7 @@ async fn serve_on<L>(
     shutdown: impl Future<Output = ()> + Send + 'static,
 ) -> Result<()>
 where
-    L: axum::serve::Listener,
-    L::Addr: std::fmt::Debug,
+    L: axum::serve::Listener<Addr = std::net::SocketAddr>,
 {
     let (stopping_tx, stopping_rx) = tokio::sync::oneshot::channel::<()>();
     let dispatcher = Arc::clone(&state.dispatcher);

@@ -1,5 +1,6 @@
 //! Layers every request passes through: request ids, the request log line and metrics,
-//! JSON bodies for errors that axum produces itself (unknown route, wrong method), CORS.
+//! JSON bodies for errors that axum produces itself (unknown route, wrong method). CORS is
+//! [`crate::cors`], the `Host` check [`crate::hosts`].
 
 use std::{
     sync::{
@@ -15,7 +16,6 @@ use axum::{
     middleware::Next,
     response::Response,
 };
-use tower_http::cors::{AllowHeaders, AllowMethods, AllowOrigin, CorsLayer, ExposeHeaders};
 
 use crate::{
     error::{InternalDetail, error_response},
@@ -129,15 +129,4 @@ pub async fn json_errors(req: Request, next: Next) -> Response {
         *out.body_mut() = axum::body::Body::empty();
     }
     out
-}
-
-/// CORS for browsers calling from any origin with bearer tokens: the origin, methods and
-/// request headers are mirrored (a `*` would not cover `Authorization`).
-pub fn cors() -> CorsLayer {
-    CorsLayer::new()
-        .allow_origin(AllowOrigin::mirror_request())
-        .allow_methods(AllowMethods::mirror_request())
-        .allow_headers(AllowHeaders::mirror_request())
-        .expose_headers(ExposeHeaders::any())
-        .max_age(std::time::Duration::from_secs(3600))
 }

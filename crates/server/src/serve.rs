@@ -41,7 +41,7 @@ pub async fn serve<L, S>(
     header_timeout: Duration,
     shutdown: impl Future<Output = ()>,
 ) where
-    L: Listener,
+    L: Listener<Addr = std::net::SocketAddr>,
     S: Service<Request, Response = Response, Error = Infallible> + Clone + Send + 'static,
     S::Future: Send,
 {
@@ -51,7 +51,7 @@ pub async fn serve<L, S>(
     let (done_tx, mut done_rx) = watch::channel(());
     let mut shutdown = pin!(shutdown);
     loop {
-        let (io, _addr) = tokio::select! {
+        let (io, addr) = tokio::select! {
             accepted = listener.accept() => accepted,
             () = &mut shutdown => break,
         };
@@ -60,7 +60,9 @@ pub async fn serve<L, S>(
         let service =
             TowerToHyperService::new(service.clone().map_request(move |req: Request<Incoming>| {
                 first.store(true, Ordering::Relaxed);
-                req.map(Body::new)
+                let mut req = req.map(Body::new);
+                req.extensions_mut().insert(crate::ClientAddr(addr));
+                req
             }));
         let (mut stop_rx, done_tx) = (stop_rx.clone(), done_tx.clone());
         tokio::spawn(async move {

@@ -16,8 +16,8 @@ use quintet_core::{
 };
 
 use crate::{
-    auth::Auth, changes::CacheInvalidator, config::Config, dispatch::Dispatcher,
-    instances::Instances, metrics::Metrics,
+    auth::Auth, changes::CacheInvalidator, config::Config, cors::OriginPolicy,
+    dispatch::Dispatcher, hosts::HostPolicy, instances::Instances, metrics::Metrics, quota::Quotas,
 };
 
 /// One adapter per port, chosen by the binary.
@@ -116,6 +116,12 @@ pub struct AppState {
     pub clock: Arc<dyn Clock>,
     /// Delivers queued jobs to workers.
     pub dispatcher: Arc<Dispatcher>,
+    /// The `Host` values served with `--auth none`.
+    pub hosts: Arc<HostPolicy>,
+    /// The web origins that may call from a browser.
+    pub origins: Arc<OriginPolicy>,
+    /// Each application's plan limits.
+    pub quotas: Arc<Quotas>,
 }
 
 impl AppState {
@@ -127,17 +133,17 @@ impl AppState {
     /// State over `services` with `config`, reading time from `clock`.
     pub fn with_clock(services: Services, config: Config, clock: Arc<dyn Clock>) -> Self {
         let services = Arc::new(services);
-        let auth = Auth::new(
-            config.domain_auth.clone(),
-            config.admin_token.clone(),
+        let auth = Auth::new(&config, Arc::clone(&services.registry), Arc::clone(&clock));
+        let quotas = Arc::new(Quotas::new(
             Arc::clone(&services.registry),
             Arc::clone(&clock),
-        );
+        ));
         let dispatcher = Dispatcher::new(
             Arc::clone(&services.queue),
             Arc::clone(&services.registry),
             Arc::clone(&clock),
             config.dispatch_settings(),
+            Arc::clone(&quotas),
         );
         // Jobs due through other nodes wake this node's pumps (adapters shared by nodes).
         let due: Weak<Dispatcher> = Arc::downgrade(&dispatcher);
@@ -146,6 +152,7 @@ impl AppState {
         let instances = Arc::new(Instances::new(
             Arc::clone(&services),
             Arc::clone(&dispatcher),
+            Arc::clone(&quotas),
         ));
         let invalidator = Arc::new(CacheInvalidator::new(
             Arc::clone(&instances),
@@ -155,9 +162,22 @@ impl AppState {
         let listener: Weak<CacheInvalidator> = Arc::downgrade(&invalidator);
         let listener: Weak<dyn ChangeListener> = listener;
         services.registry.subscribe(listener);
+        let hosts = Arc::new(HostPolicy::new(
+            config.listen,
+            config.public_url.as_deref(),
+            &config.allowed_hosts,
+        ));
+        let origins = Arc::new(OriginPolicy::new(
+            &config.cors_origins,
+            config.tls.is_some(),
+            config.public_url.as_deref(),
+        ));
         Self {
             instances,
             services,
+            hosts,
+            origins,
+            quotas,
             config: Arc::new(config),
             metrics: Arc::new(Metrics::default()),
             auth: Arc::new(auth),

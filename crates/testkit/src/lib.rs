@@ -51,7 +51,7 @@ use tempfile::TempDir;
 use tokio::{sync::oneshot, task::JoinHandle};
 
 pub use process::Process;
-pub use quintet::cli::AuthMode;
+pub use quintet::cli::{AuthMode, PrivateTargetsArg, ServeArgs as Args};
 pub use quintet_engine_test as engines;
 pub use tls::TestCerts;
 pub use worker::{Answer, Received, Worker, eventually};
@@ -210,6 +210,17 @@ impl AppKey {
     }
 }
 
+/// The master key of every node this process starts (unless a test sets its own): nodes
+/// sharing a registry must share it, as in production.
+pub fn test_master_key() -> &'static str {
+    static KEY: std::sync::OnceLock<String> = std::sync::OnceLock::new();
+    KEY.get_or_init(|| {
+        quintet_core::keyring::MasterKey::generate()
+            .expect("random source")
+            .to_text()
+    })
+}
+
 /// A name no other caller in this process got: `<prefix>-<n>`.
 pub fn unique(prefix: &str) -> String {
     static NEXT: AtomicU64 = AtomicU64::new(1);
@@ -258,6 +269,9 @@ impl Builder {
         let mut args = self.args;
         args.data_dir = Some(dir.path().join("data"));
         args.listen = Some("127.0.0.1:0".parse().expect("address"));
+        if args.master_key.is_none() && args.master_key_file.is_none() {
+            args.master_key = Some(test_master_key().to_owned());
+        }
         let certs = self
             .tls
             .then(|| TestCerts::generate(&dir.path().join("tls")));
@@ -316,14 +330,7 @@ impl TestServer {
         let node = Node::open(&config, Arc::clone(&clock))
             .await
             .expect("node opens");
-        let admin_token = node
-            .state()
-            .config
-            .admin_token
-            .as_ref()
-            .expect("an admin token")
-            .expose()
-            .to_owned();
+        let admin_token = node.admin_token().expose().to_owned();
         let state = node.state().clone();
         let listener = tokio::net::TcpListener::bind(config.server.listen)
             .await

@@ -161,7 +161,15 @@ fn start(
         .iter()
         .any(|a| a == "--log" || a.starts_with("--log="));
     let default_log: &[&str] = if sets_log { &[] } else { &["--log", "warn"] };
-    let mut child = Command::new(bin)
+    let sets_key = extra.iter().any(|a| a.starts_with("--master-key"))
+        || envs
+            .iter()
+            .any(|(k, _)| k.starts_with("QUINTET_MASTER_KEY"));
+    let mut command = Command::new(bin);
+    if !sets_key {
+        command.env("QUINTET_MASTER_KEY", crate::test_master_key());
+    }
+    let mut child = command
         .arg("serve")
         .arg("--listen")
         .arg("127.0.0.1:0")

@@ -4,14 +4,18 @@
 //! until a moment, with no other credential:
 //!
 //! ```text
-//! <base>/_presigned/storage/<instance>/<path>?expires=<unix seconds>&sig=<hex>        domain form
-//! <base>/_presigned/<app>/storage/<instance>/<path>?expires=<unix seconds>&sig=<hex>  application form
+//! <base>/_presigned/storage/<instance>/<path>?expires=<unix seconds>&sig=<kid>.<hex>        domain form
+//! <base>/_presigned/<app>/storage/<instance>/<path>?expires=<unix seconds>&sig=<kid>.<hex>  application form
 //! ```
 //!
-//! `sig` is the HMAC-SHA256, under the server's key, of the line
-//! `quintet-presign-v1\n<GET|PUT>\n<instance id>\n<expires>\n<path>`. The instance id (not
-//! its name) is bound, so a URL dies with its instance even if one of the same name is
+//! `<hex>` is the HMAC-SHA256, under the signing key named `<kid>`, of the line
+//! `quintet-presign-v2\n<kid>\n<GET|PUT>\n<instance id>\n<expires>\n<path>`. The instance id
+//! (not its name) is bound, so a URL dies with its instance even if one of the same name is
 //! created later. Paths hold no control characters, so the line is unambiguous.
+//!
+//! Signing keys are derived from the master keys ([`crate::keyring`]), one per master key,
+//! named by its id: during a master-key rotation URLs signed with the previous key keep
+//! working until they expire, and new ones are signed with the current key.
 
 use std::{fmt, time::Duration};
 
@@ -79,28 +83,44 @@ pub struct Grant<'a> {
 /// Signs and checks pre-signed URLs with a server key.
 #[derive(Clone)]
 pub struct UrlSigner {
-    key: [u8; Self::KEY_LEN],
+    /// `(kid, key)`, the signing key first.
+    keys: Vec<(String, [u8; Self::KEY_LEN])>,
 }
 
 impl fmt::Debug for UrlSigner {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str("UrlSigner { key: <redacted> }")
+        let kids: Vec<&str> = self.keys.iter().map(|(k, _)| k.as_str()).collect();
+        write!(f, "UrlSigner {{ kids: {kids:?}, keys: <redacted> }}")
     }
 }
 
 impl UrlSigner {
-    /// Length of the server key, bytes.
+    /// Length of a signing key, bytes.
     pub const KEY_LEN: usize = 32;
 
-    /// A signer with `key`.
-    pub fn new(key: [u8; Self::KEY_LEN]) -> Self {
-        Self { key }
+    /// A signer signing with `key`, named `kid` (letters and digits), that also accepts
+    /// URLs signed with the `previous` keys.
+    pub fn new(kid: &str, key: [u8; Self::KEY_LEN], previous: Vec<(String, [u8; 32])>) -> Self {
+        let mut keys = vec![(kid.to_owned(), key)];
+        keys.extend(previous);
+        Self { keys }
     }
 
-    /// The signed line of a grant.
-    fn line(g: &Grant<'_>) -> String {
+    /// The signer of a node: keys derived from each of `ring`'s master keys, signing with
+    /// the current one.
+    pub fn from_keyring(ring: &crate::keyring::Keyring) -> Self {
+        Self {
+            keys: ring
+                .keys()
+                .map(|k| (k.id().to_owned(), k.derive("presign")))
+                .collect(),
+        }
+    }
+
+    /// The signed line of a grant under key `kid`.
+    fn line(kid: &str, g: &Grant<'_>) -> String {
         format!(
-            "quintet-presign-v1\n{}\n{}\n{}\n{}",
+            "quintet-presign-v2\n{kid}\n{}\n{}\n{}\n{}",
             g.method.as_str(),
             g.instance,
             g.expires_at_s,
@@ -111,20 +131,27 @@ impl UrlSigner {
     /// The absolute URL granting `g` on `instance` (whose id must be `g.instance`), served
     /// by the quintet at `base_url`.
     pub fn url(&self, base_url: &str, instance: &Instance, g: &Grant<'_>) -> String {
+        let (kid, key) = &self.keys[0];
         format!(
-            "{}{}?expires={}&sig={}",
+            "{}{}?expires={}&sig={kid}.{}",
             base_url.trim_end_matches('/'),
             presigned_route(instance, g.path),
             g.expires_at_s,
-            hmac::to_hex(&hmac::sign(&self.key, &[Self::line(g).as_bytes()]))
+            hmac::to_hex(&hmac::sign(key, &[Self::line(kid, g).as_bytes()]))
         )
     }
 
     /// Check the `sig` of a request for `g` at `now_ms`: [`Error::Forbidden`] when it does
-    /// not match or the URL expired.
+    /// not match (or names a key this server no longer has) or the URL expired.
     pub fn verify(&self, g: &Grant<'_>, sig: &str, now_ms: i64) -> Result<()> {
-        let valid = hmac::from_hex(sig)
-            .is_some_and(|mac| hmac::verify(&self.key, &[Self::line(g).as_bytes()], &mac));
+        let valid = sig.split_once('.').is_some_and(|(kid, hex)| {
+            self.keys.iter().any(|(k, key)| {
+                k == kid
+                    && hmac::from_hex(hex).is_some_and(|mac| {
+                        hmac::verify(key, &[Self::line(kid, g).as_bytes()], &mac)
+                    })
+            })
+        });
         if !valid {
             return Err(invalid_url());
         }
@@ -194,7 +221,7 @@ mod tests {
 
     #[test]
     fn urls_are_absolute_and_name_the_form() {
-        let s = UrlSigner::new([7; 32]);
+        let s = UrlSigner::new("k1", [7; 32], vec![]);
         let path: ObjectPath = "a b/c.txt".parse().unwrap();
         let g = Grant {
             method: PresignMethod::Get,
@@ -214,13 +241,14 @@ mod tests {
         );
         let (expires, sig) = query(&url);
         assert_eq!(expires, 1_000);
-        assert_eq!(sig.len(), 64);
+        assert_eq!(sig.len(), 3 + 64);
+        assert!(sig.starts_with("k1."));
         assert!(s.verify(&g, &sig, 999_999).is_ok());
     }
 
     #[test]
     fn every_bound_part_and_the_key_matter() {
-        let s = UrlSigner::new([7; 32]);
+        let s = UrlSigner::new("k1", [7; 32], vec![]);
         let path: ObjectPath = "a.txt".parse().unwrap();
         let other: ObjectPath = "b.txt".parse().unwrap();
         let g = Grant {
@@ -248,15 +276,49 @@ mod tests {
         for c in changed {
             assert_eq!(s.verify(&c, &sig, 0), Err(invalid_url()), "{c:?}");
         }
-        assert!(UrlSigner::new([8; 32]).verify(&g, &sig, 0).is_err());
+        assert!(
+            UrlSigner::new("k1", [8; 32], vec![])
+                .verify(&g, &sig, 0)
+                .is_err()
+        );
         assert_eq!(s.verify(&g, "zz", 0), Err(invalid_url()));
         assert_eq!(s.verify(&g, &sig[..62], 0), Err(invalid_url()));
-        assert!(s.verify(&g, &sig.to_uppercase(), 0).is_ok());
+        assert_eq!(s.verify(&g, &sig[3..], 0), Err(invalid_url()), "no key id");
+        let hex = &sig[3..];
+        assert!(
+            s.verify(&g, &format!("k1.{}", hex.to_uppercase()), 0)
+                .is_ok()
+        );
+        // Another key id with the same MAC does not pass: the id is signed.
+        let two = UrlSigner::new("k2", [7; 32], vec![("k1".into(), [7; 32])]);
+        assert_eq!(two.verify(&g, &format!("k2.{hex}"), 0), Err(invalid_url()));
+    }
+
+    #[test]
+    fn a_rotation_keeps_urls_of_the_previous_key() {
+        use crate::keyring::{Keyring, MasterKey};
+        let old = MasterKey::generate().unwrap();
+        let before = UrlSigner::from_keyring(&Keyring::new(old.clone(), vec![]));
+        let path: ObjectPath = "a".parse().unwrap();
+        let g = Grant {
+            method: PresignMethod::Get,
+            instance: InstanceId(1),
+            path: &path,
+            expires_at_s: 10,
+        };
+        let (_, sig) = query(&before.url("http://h", &inst(AppName::domain(), 1), &g));
+        let during =
+            UrlSigner::from_keyring(&Keyring::new(MasterKey::generate().unwrap(), vec![old]));
+        assert!(during.verify(&g, &sig, 0).is_ok());
+        let (_, new_sig) = query(&during.url("http://h", &inst(AppName::domain(), 1), &g));
+        assert_ne!(new_sig[..8], sig[..8], "signed with the new key");
+        let after = UrlSigner::from_keyring(&Keyring::new(MasterKey::generate().unwrap(), vec![]));
+        assert_eq!(after.verify(&g, &sig, 0), Err(invalid_url()));
     }
 
     #[test]
     fn expiry_is_checked_after_the_signature() {
-        let s = UrlSigner::new([1; 32]);
+        let s = UrlSigner::new("k1", [1; 32], vec![]);
         let path: ObjectPath = "a".parse().unwrap();
         let g = Grant {
             method: PresignMethod::Get,
@@ -291,6 +353,7 @@ mod tests {
 
     #[test]
     fn debug_hides_the_key() {
-        assert!(!format!("{:?}", UrlSigner::new([0xab; 32])).contains("171"));
+        let shown = format!("{:?}", UrlSigner::new("k1", [0xab; 32], vec![]));
+        assert!(!shown.contains("171") && shown.contains("k1"), "{shown}");
     }
 }

@@ -4,8 +4,10 @@
 //! <data-dir>/storage.db        per instance: table o<id> (path → blob, size, type, etag, mtime)
 //!                              and o<id>_inline (path → content of objects up to 64 KiB)
 //! <data-dir>/storage/<id>/     the instance's blob files, one per large object version
-//! <data-dir>/presign.key       the key that signs pre-signed URLs
 //! ```
+//!
+//! Pre-signed URLs are signed with keys derived from the master key
+//! ([`quintet_core::keyring`]), not kept in the data directory.
 //!
 //! Small objects are kept inline in the database with their row. A larger upload streams
 //! into a new blob file under a random name (hashing it for the ETag),
@@ -22,7 +24,6 @@
 //! (upload, removal) drops it there once committed, before it is acknowledged.
 
 mod blobs;
-mod key;
 
 use std::{collections::HashSet, fs, path::Path, sync::Arc, time::Duration};
 
@@ -95,13 +96,23 @@ const READ_ATTEMPTS: usize = 5;
 
 impl FsBlobStore {
     /// Open the store in `data_dir` (see the module documentation for the layout), with
-    /// `clock` as the time of writes and of URL expiry.
-    pub fn open(data_dir: &Path, clock: Arc<dyn Clock>) -> Result<Self> {
+    /// `clock` as the time of writes and of URL expiry, signing URLs with `signer`.
+    pub fn open(data_dir: &Path, clock: Arc<dyn Clock>, signer: UrlSigner) -> Result<Self> {
         let db = SqliteDb::open(&data_dir.join("storage.db"), &[], SqliteOptions::default())?;
+        // Versions before the master key kept the signing key here, where a copy of the data
+        // directory could forge URLs; URLs it signed stop working.
+        let legacy = data_dir.join("presign.key");
+        if legacy.exists() {
+            crate::datadir::remove_file_if_present(&legacy)?;
+            tracing::warn!(
+                "removed presign.key: pre-signed URLs are now signed with a key derived from \
+                 the master key, and URLs handed out before this start no longer work"
+            );
+        }
         Ok(Self {
             dirs: InstanceDirs::open(data_dir.join("storage"))?,
             tables: TableLifecycle::new(db, "o", ddl),
-            signer: UrlSigner::new(key::load_or_create(&data_dir.join("presign.key"))?),
+            signer,
             clock,
             hot: Arc::new(HotCache::new(HOT_OBJECTS_BYTES)),
         })

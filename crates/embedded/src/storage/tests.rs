@@ -14,6 +14,11 @@ use quintet_core::{
 
 use super::{FsBlobStore, blobs};
 
+/// The same signing key for every store of a test, so URLs outlive reopening.
+fn signer() -> quintet_core::object::UrlSigner {
+    quintet_core::object::UrlSigner::new("test", [7; 32], vec![])
+}
+
 fn instance(id: i64) -> Instance {
     Instance {
         id: InstanceId(id),
@@ -46,7 +51,7 @@ fn large(fill: u8) -> Vec<u8> {
 #[tokio::test]
 async fn one_blob_per_large_object_and_none_left_by_overwrites_failures_or_deletes() {
     let dir = tempfile::tempdir().unwrap();
-    let store = FsBlobStore::open(dir.path(), Arc::new(SystemClock)).unwrap();
+    let store = FsBlobStore::open(dir.path(), Arc::new(SystemClock), signer()).unwrap();
     let inst = instance(1);
     store.create_instance(&inst).await.unwrap();
     let idir = dir.path().join("storage/1");
@@ -96,7 +101,7 @@ async fn one_blob_per_large_object_and_none_left_by_overwrites_failures_or_delet
 #[tokio::test]
 async fn small_objects_live_in_the_database() {
     let dir = tempfile::tempdir().unwrap();
-    let store = FsBlobStore::open(dir.path(), Arc::new(SystemClock)).unwrap();
+    let store = FsBlobStore::open(dir.path(), Arc::new(SystemClock), signer()).unwrap();
     let inst = instance(9);
     store.create_instance(&inst).await.unwrap();
     let exactly = vec![7u8; blobs::INLINE_MAX];
@@ -123,7 +128,7 @@ async fn small_objects_live_in_the_database() {
 #[tokio::test]
 async fn an_abandoned_upload_leaves_no_file() {
     let dir = tempfile::tempdir().unwrap();
-    let store = FsBlobStore::open(dir.path(), Arc::new(SystemClock)).unwrap();
+    let store = FsBlobStore::open(dir.path(), Arc::new(SystemClock), signer()).unwrap();
     let inst = instance(2);
     store.create_instance(&inst).await.unwrap();
     // A body that never ends: the upload is dropped while it waits for more.
@@ -164,7 +169,7 @@ impl quintet_core::ports::storage::Stream for Receiver {
 #[tokio::test]
 async fn sweep_collects_unreferenced_blobs_of_live_instances_and_orphaned_instances() {
     let dir = tempfile::tempdir().unwrap();
-    let store = FsBlobStore::open(dir.path(), Arc::new(SystemClock)).unwrap();
+    let store = FsBlobStore::open(dir.path(), Arc::new(SystemClock), signer()).unwrap();
     let (live, orphan) = (instance(3), instance(4));
     store.create_instance(&live).await.unwrap();
     store.create_instance(&orphan).await.unwrap();
@@ -193,7 +198,7 @@ async fn objects_and_the_key_survive_reopening() {
     let inst = instance(5);
     let clock = Arc::new(ManualClock::new(1_000_000));
     let url = {
-        let store = FsBlobStore::open(dir.path(), clock.clone()).unwrap();
+        let store = FsBlobStore::open(dir.path(), clock.clone(), signer()).unwrap();
         store.create_instance(&inst).await.unwrap();
         store
             .put(
@@ -217,7 +222,7 @@ async fn objects_and_the_key_survive_reopening() {
         store.close().await.unwrap();
         url
     };
-    let store = FsBlobStore::open(dir.path(), clock.clone()).unwrap();
+    let store = FsBlobStore::open(dir.path(), clock.clone(), signer()).unwrap();
     let meta = store.head(&inst, &p("doc")).await.unwrap().unwrap();
     assert_eq!((meta.size, meta.modified_ms), (7, 1_000_000));
     let (expires, sig) = url_query(&url);
@@ -240,7 +245,7 @@ async fn objects_and_the_key_survive_reopening() {
 #[tokio::test]
 async fn urls_are_bound_to_the_instance_id() {
     let dir = tempfile::tempdir().unwrap();
-    let store = FsBlobStore::open(dir.path(), Arc::new(SystemClock)).unwrap();
+    let store = FsBlobStore::open(dir.path(), Arc::new(SystemClock), signer()).unwrap();
     let (old, new) = (instance(6), instance(7));
     let url = store
         .presign(
@@ -274,7 +279,7 @@ async fn urls_are_bound_to_the_instance_id() {
 #[tokio::test]
 async fn operations_on_a_destroyed_instance_are_not_found() {
     let dir = tempfile::tempdir().unwrap();
-    let store = FsBlobStore::open(dir.path(), Arc::new(SystemClock)).unwrap();
+    let store = FsBlobStore::open(dir.path(), Arc::new(SystemClock), signer()).unwrap();
     let inst = instance(8);
     store.create_instance(&inst).await.unwrap();
     store.drop_instance(&inst).await.unwrap();
@@ -324,7 +329,7 @@ async fn held_version(store: &FsBlobStore, inst: &Instance, path: &ObjectPath) -
 #[tokio::test]
 async fn small_objects_read_again_come_from_memory_and_writes_replace_them() {
     let dir = tempfile::tempdir().unwrap();
-    let store = FsBlobStore::open(dir.path(), Arc::new(SystemClock)).unwrap();
+    let store = FsBlobStore::open(dir.path(), Arc::new(SystemClock), signer()).unwrap();
     let inst = instance(1);
     store.create_instance(&inst).await.unwrap();
     store
@@ -383,7 +388,7 @@ async fn small_objects_read_again_come_from_memory_and_writes_replace_them() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn reads_racing_overwrites_never_bring_back_an_acknowledged_version() {
     let dir = tempfile::tempdir().unwrap();
-    let store = Arc::new(FsBlobStore::open(dir.path(), Arc::new(SystemClock)).unwrap());
+    let store = Arc::new(FsBlobStore::open(dir.path(), Arc::new(SystemClock), signer()).unwrap());
     let inst = instance(1);
     store.create_instance(&inst).await.unwrap();
     let path = p("hot");

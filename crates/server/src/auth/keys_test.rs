@@ -144,7 +144,12 @@ impl Registry for Spy {
 
 async fn setup() -> (tempfile::TempDir, Arc<Spy>, AppName) {
     let dir = tempfile::tempdir().unwrap();
-    let inner = SqliteRegistry::open(&dir.path().join("r.db"), Arc::new(SystemClock)).unwrap();
+    let inner = SqliteRegistry::open(
+        &dir.path().join("r.db"),
+        Arc::new(SystemClock),
+        Arc::new(quintet_core::keyring::Keyring::ephemeral().unwrap()),
+    )
+    .unwrap();
     let spy = Arc::new(Spy {
         inner,
         key_reads: AtomicUsize::new(0),

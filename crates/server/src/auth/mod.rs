@@ -30,15 +30,15 @@ use axum::{
     response::{IntoResponse, Response},
 };
 use quintet_core::{
-    AppName, Clock, Error, Result,
-    jwt::Unverified,
-    keys::{KeyId, Secret, secrets_equal},
+    AppName, Clock, Error, Result, jwt::Unverified, keyring::TokenDigest, keys::KeyId,
     ports::registry::Registry,
 };
 
 use crate::{config::DomainAuth, error::ApiError, scope::Scope};
 
-use self::keys::KeyCache;
+use self::{failures::Failures, keys::KeyCache};
+
+mod failures;
 
 /// Which credential a request needs.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -92,10 +92,12 @@ pub enum Principal {
 #[derive(Debug)]
 pub struct Auth {
     domain: DomainAuth,
-    admin_token: Option<Secret>,
+    admin_tokens: Vec<TokenDigest>,
+    max_ttl: Option<std::time::Duration>,
     /// Access keys by id.
     pub keys: Arc<KeyCache>,
     clock: Arc<dyn Clock>,
+    admin_failures: Failures,
 }
 
 /// `Authorization: Bearer <token>` of `headers`; `needs` says what the token must be.
@@ -125,50 +127,55 @@ fn bearer<'h>(headers: &'h HeaderMap, needs: &str) -> Result<&'h str> {
 }
 
 impl Auth {
-    /// Authentication per `domain` mode and `admin_token`, with keys from `registry` and
-    /// time from `clock`.
-    pub fn new(
-        domain: DomainAuth,
-        admin_token: Option<Secret>,
-        registry: Arc<dyn Registry>,
-        clock: Arc<dyn Clock>,
-    ) -> Self {
+    /// Authentication per the server's `config`, with keys from `registry` and time from
+    /// `clock`.
+    pub fn new(config: &crate::Config, registry: Arc<dyn Registry>, clock: Arc<dyn Clock>) -> Self {
         Self {
-            domain,
-            admin_token,
+            domain: config.domain_auth.clone(),
+            admin_tokens: config.admin_tokens.clone(),
+            max_ttl: config.jwt_max_ttl,
             keys: Arc::new(KeyCache::new(registry)),
+            admin_failures: Failures::new(Arc::clone(&clock)),
             clock,
         }
     }
 
-    /// Decide who sent a request for `path` in `scope` with `headers`.
+    /// Decide who sent a request for `path` in `scope` with `headers`, from `client`.
     pub async fn authenticate(
         &self,
         path: &str,
         scope: &Scope,
         headers: &HeaderMap,
+        client: Option<std::net::IpAddr>,
     ) -> Result<Principal> {
         match classify(path, scope) {
             Access::Public => Ok(Principal::Anonymous),
-            Access::Admin => self.admin(headers),
+            Access::Admin => self.admin(headers, client),
             Access::App(app) => self.app(&app, headers).await,
             Access::Domain => self.domain(headers),
         }
     }
 
-    fn admin(&self, headers: &HeaderMap) -> Result<Principal> {
-        let Some(expected) = &self.admin_token else {
+    fn admin(&self, headers: &HeaderMap, client: Option<std::net::IpAddr>) -> Result<Principal> {
+        if self.admin_tokens.is_empty() {
             return Err(Error::Unauthenticated(
                 "the admin API is disabled on this server: start it with --admin-token".into(),
             ));
-        };
+        }
+        // Guessing is slowed down per client address, before the token is even looked at.
+        self.admin_failures.check(client)?;
         let token = bearer(headers, "the admin token")?;
-        if secrets_equal(token.as_bytes(), expected.as_bytes()) {
+        if self
+            .admin_tokens
+            .iter()
+            .any(|d| d.matches(token.as_bytes()))
+        {
             Ok(Principal::Admin)
         } else {
+            self.admin_failures.record(client);
             Err(Error::Unauthenticated(
-                "the admin token is not valid: use the one the server was started with or \
-                 printed on its first start"
+                "the admin token is not valid: use the one the server was started with \
+                 (--admin-token), or the one `quintet admin-token` prints"
                     .into(),
             ))
         }
@@ -194,7 +201,9 @@ impl Auth {
             ))
         })?;
         let now = self.clock.now_ms();
-        token.verify(entry.secret().as_bytes(), now)?;
+        token
+            .verify(entry.secret().as_bytes(), now)?
+            .check_policy(now, self.max_ttl, None)?;
         if entry.is_revoked() {
             return Err(Error::Unauthenticated(format!(
                 "key \"{key}\" was revoked: create a new one with `quintet key create {app}`"
@@ -213,14 +222,16 @@ impl Auth {
     }
 
     fn domain(&self, headers: &HeaderMap) -> Result<Principal> {
-        let DomainAuth::Jwt { secret, sub } = &self.domain else {
+        let DomainAuth::Jwt { secret, sub, aud } = &self.domain else {
             return Ok(Principal::Anonymous);
         };
         let token = Unverified::parse(bearer(
             headers,
             "a JWT signed with the server's JWT secret",
         )?)?;
-        let claims = token.verify(secret.as_bytes(), self.clock.now_ms())?;
+        let now = self.clock.now_ms();
+        let claims = token.verify(secret.as_bytes(), now)?;
+        claims.check_policy(now, self.max_ttl, aud.as_deref())?;
         if let Some(required) = sub
             && claims.sub.as_deref() != Some(required.as_str())
         {
@@ -240,8 +251,12 @@ pub async fn authorize(State(auth): State<Arc<Auth>>, mut req: Request, next: Ne
         .get::<Scope>()
         .cloned()
         .unwrap_or(Scope::Domain);
+    let client = req
+        .extensions()
+        .get::<crate::ClientAddr>()
+        .map(|c| c.0.ip());
     match auth
-        .authenticate(req.uri().path(), &scope, req.headers())
+        .authenticate(req.uri().path(), &scope, req.headers(), client)
         .await
     {
         Ok(principal) => {

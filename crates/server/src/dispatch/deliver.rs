@@ -5,19 +5,30 @@
 //! | the worker answered 2xx | `Delivered`: the job is removed |
 //! | the worker answered anything else (3xx are not followed) | `Failed` with the first 64 KiB of its answer: the job goes to ERROR |
 //! | the worker could not be reached, or did not answer within the timeout | `RetryAt` after the backoff, or `Failed` once the retries are used up |
-//! | the target is refused by `--queue-deny-private` | `Failed`: retrying cannot help |
+//! | the target is refused by the queue's [`TargetPolicy`] | `Failed`: retrying cannot help |
+//! | the application already has its plan's deliveries in flight, for the whole timeout | `Released`: claimed again later, the attempt not counted |
+//!
+//! The job's error is what its owner reads back, so it never carries what an internal
+//! service said: when a queue that may reach private addresses is not the operator's own
+//! (`--queue-private-targets allow`), the answer of a worker at a private address is
+//! recorded as its status only, and a failure to reach one as a plain "could not connect".
 
 use std::{sync::Arc, time::Duration};
 
 use quintet_core::{
-    Clock,
-    delivery::{JOB_ID_HEADER, SIGNATURE_HEADER, backoff_ms, signature_header},
+    AppName, Clock,
+    delivery::{
+        JOB_ID_HEADER, SIGNATURE_HEADER, backoff_ms, is_forbidden_target, signature_header,
+    },
     id::random_bytes,
-    ports::queue::{ClaimedJob, MAX_ERROR_BYTES, Outcome, QueueConfig, Settlement},
+    ports::queue::{ClaimedJob, MAX_ERROR_BYTES, Outcome, Settlement},
 };
 use reqwest::{Url, header::CONTENT_TYPE};
 
-use super::guard;
+use super::{
+    AppSlots,
+    guard::{self, TargetPolicy},
+};
 
 /// Everything a delivery of one queue needs; shared by its in-flight deliveries.
 #[derive(Debug)]
@@ -29,30 +40,15 @@ pub(super) struct Delivery {
     pub timeout: Duration,
     pub retries: u32,
     pub backoff_base_ms: u64,
-    pub deny_private: bool,
+    pub policy: Arc<TargetPolicy>,
+    pub app: AppName,
+    pub app_slots: Arc<AppSlots>,
 }
 
 impl Delivery {
-    /// The delivery settings of a queue configured with `config`.
-    pub fn new(
-        config: &QueueConfig,
-        client: reqwest::Client,
-        clock: Arc<dyn Clock>,
-        backoff_base_ms: u64,
-        deny_private: bool,
-    ) -> Result<Self, String> {
-        let target = Url::parse(&config.target)
-            .map_err(|e| format!("target \"{}\" is not a valid URL: {e}", config.target))?;
-        Ok(Self {
-            client,
-            clock,
-            target,
-            secret: config.secret.clone(),
-            timeout: Duration::from_secs(u64::from(config.timeout_secs)),
-            retries: config.retries,
-            backoff_base_ms,
-            deny_private,
-        })
+    /// Whether what a worker at `addr` says may be recorded for the queue's owner.
+    fn may_record(&self, addr: Option<std::net::SocketAddr>) -> bool {
+        self.app.is_domain() || addr.is_none_or(|a| !is_forbidden_target(a.ip()))
     }
 
     /// Deliver `job` once and say how it went.
@@ -63,14 +59,18 @@ impl Delivery {
             attempt,
             lease,
         } = job;
-        let outcome = self.attempt(&id, body, attempt).await;
+        let outcome = match self.app_slots.acquire(&self.app, self.timeout).await {
+            Ok(_permit) => self.attempt(&id, body, attempt).await,
+            Err(limit) => {
+                tracing::debug!(app = %self.app, limit, "delivery slots of the plan in use: job released");
+                Outcome::Released
+            }
+        };
         Settlement { id, lease, outcome }
     }
 
     async fn attempt(&self, id: &str, body: String, attempt: u32) -> Outcome {
-        if self.deny_private
-            && let Err(denied) = guard::check_literal(&self.target)
-        {
+        if let Err(denied) = self.policy.check_literal(&self.target) {
             return Outcome::Failed {
                 error: denied.to_string(),
             };
@@ -88,14 +88,28 @@ impl Delivery {
         }
         match req.body(body).send().await {
             Ok(res) if res.status().is_success() => Outcome::Delivered,
-            Ok(res) => Outcome::Failed {
+            Ok(res) if self.may_record(res.remote_addr()) => Outcome::Failed {
                 error: worker_answer(res).await,
+            },
+            Ok(res) => Outcome::Failed {
+                error: format!(
+                    "the worker answered {} (its body is not recorded: the worker is at a \
+                     private address)",
+                    res.status()
+                ),
             },
             Err(e) => match guard::denial(&e) {
                 Some(denied) => Outcome::Failed {
                     error: denied.to_string(),
                 },
-                None => self.unreachable(attempt, self.describe(&e)),
+                None if self.app.is_domain() || !self.policy.private_allowed => {
+                    self.unreachable(attempt, self.describe(&e))
+                }
+                // A tenant's queue that may reach private addresses learns nothing of them.
+                None => self.unreachable(
+                    attempt,
+                    format!("could not deliver to the worker at {}", self.target),
+                ),
             },
         }
     }

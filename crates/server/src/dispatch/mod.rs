@@ -24,7 +24,8 @@ mod pump;
 
 use std::{
     collections::{HashMap, HashSet},
-    sync::{Arc, Mutex, OnceLock, Weak},
+    net::SocketAddr,
+    sync::{Arc, Mutex, Weak},
     time::Duration,
 };
 
@@ -36,25 +37,73 @@ use quintet_core::{
     },
 };
 use tokio::{
-    sync::{Notify, watch},
+    sync::{Notify, OwnedSemaphorePermit, Semaphore, watch},
     task::JoinHandle,
     time::Instant,
 };
 
+use crate::{config::PrivateTargets, quota::Quotas};
+
 use self::{
     deliver::Delivery,
+    guard::TargetPolicy,
     pump::{Mode, Pump},
 };
 
 /// Dispatcher settings, from the server configuration.
 #[derive(Debug, Clone)]
 pub struct Settings {
-    /// Refuse targets on loopback, private and link-local addresses.
-    pub deny_private: bool,
+    /// Which queues may deliver to loopback, private and link-local addresses.
+    pub private_targets: PrivateTargets,
+    /// The HTTP(S) proxy every delivery goes through, if any.
+    pub egress_proxy: Option<String>,
+    /// The configured listen address (its port is replaced by the bound one, see
+    /// [`Dispatcher::listening_on`]).
+    pub own_listener: SocketAddr,
+    /// The public URL, another name of this server.
+    pub public_url: Option<String>,
     /// Delay before the first retry of an unreachable worker; doubles with each retry.
     pub backoff_base: Duration,
     /// How long deliveries in flight may finish after a shutdown signal.
     pub shutdown_timeout: Duration,
+}
+
+/// The delivery slots each application's plan allows across all its queues.
+#[derive(Debug)]
+pub(crate) struct AppSlots {
+    quotas: Arc<Quotas>,
+    slots: Mutex<HashMap<AppName, (usize, Arc<Semaphore>)>>,
+}
+
+impl AppSlots {
+    /// A slot for one delivery of `app`: `Ok(None)` when its plan has no limit, `Err` with
+    /// the limit when none came free within `wait`.
+    pub(crate) async fn acquire(
+        &self,
+        app: &AppName,
+        wait: Duration,
+    ) -> std::result::Result<Option<OwnedSemaphorePermit>, usize> {
+        let limit = match self.quotas.of(app).await {
+            Ok(Some((_, limits))) => limits.deliveries_per_app,
+            // No plan, or the registry cannot say: do not hold deliveries up.
+            Ok(None) | Err(_) => return Ok(None),
+        };
+        let semaphore = {
+            let mut slots = self.slots.lock().unwrap_or_else(|p| p.into_inner());
+            let entry = slots
+                .entry(app.clone())
+                .or_insert_with(|| (limit, Arc::new(Semaphore::new(limit))));
+            if entry.0 != limit {
+                // The plan changed: deliveries holding slots of the old size finish there.
+                *entry = (limit, Arc::new(Semaphore::new(limit)));
+            }
+            Arc::clone(&entry.1)
+        };
+        match tokio::time::timeout(wait, semaphore.acquire_owned()).await {
+            Ok(Ok(permit)) => Ok(Some(permit)),
+            _ => Err(limit),
+        }
+    }
 }
 
 /// Delivers the jobs of every queue; see the module documentation.
@@ -64,7 +113,9 @@ pub struct Dispatcher {
     registry: Arc<dyn Registry>,
     clock: Arc<dyn Clock>,
     settings: Settings,
-    client: OnceLock<reqwest::Client>,
+    /// Where this server listens, once bound.
+    own: Mutex<Vec<SocketAddr>>,
+    app_slots: Arc<AppSlots>,
     inner: Mutex<Inner>,
     /// Itself, for the tasks it starts when another node announces due jobs.
     me: Weak<Dispatcher>,
@@ -100,13 +151,18 @@ impl Dispatcher {
         registry: Arc<dyn Registry>,
         clock: Arc<dyn Clock>,
         settings: Settings,
+        quotas: Arc<Quotas>,
     ) -> Arc<Self> {
         Arc::new_cyclic(|me| Self {
             port,
             registry,
             clock,
+            own: Mutex::new(vec![settings.own_listener]),
             settings,
-            client: OnceLock::new(),
+            app_slots: Arc::new(AppSlots {
+                quotas,
+                slots: Mutex::new(HashMap::new()),
+            }),
             inner: Mutex::new(Inner::default()),
             me: me.clone(),
         })
@@ -117,22 +173,57 @@ impl Dispatcher {
         self.inner.lock().unwrap_or_else(|p| p.into_inner())
     }
 
-    /// Build the HTTP client, release leases left by a crash, and start a pump for every
-    /// queue. Called once, when the server starts serving.
-    pub async fn start(&self) -> Result<()> {
+    /// The server is listening on `addr` (with the port actually bound): deliveries there
+    /// are refused. Called before [`Dispatcher::start`].
+    pub fn listening_on(&self, addr: SocketAddr) {
+        let mut own = self.own.lock().unwrap_or_else(|p| p.into_inner());
+        own.retain(|a| a.port() != 0);
+        if !own.contains(&addr) {
+            own.push(addr);
+        }
+    }
+
+    /// What a queue of `app` may reach.
+    fn policy(&self, app: &AppName) -> TargetPolicy {
+        let public = self.settings.public_url.as_deref().and_then(|u| {
+            let url = reqwest::Url::parse(u).ok()?;
+            Some((
+                url.host_str()?.to_ascii_lowercase(),
+                url.port_or_known_default()?,
+            ))
+        });
+        TargetPolicy {
+            private_allowed: self.settings.private_targets.allows(app),
+            own: self.own.lock().unwrap_or_else(|p| p.into_inner()).clone(),
+            public,
+        }
+    }
+
+    /// The HTTP client of one queue, whose resolver enforces `policy` for a target on
+    /// `port` (or which goes through the egress proxy).
+    fn client(&self, policy: &Arc<TargetPolicy>, port: u16) -> Result<reqwest::Client> {
         let mut builder = reqwest::Client::builder()
-            .no_proxy()
             .redirect(reqwest::redirect::Policy::none())
             .user_agent(concat!("quintet/", env!("CARGO_PKG_VERSION")))
             .tcp_nodelay(true)
             .pool_idle_timeout(Duration::from_secs(60));
-        if self.settings.deny_private {
-            builder = builder.dns_resolver(guard::GuardedResolver);
-        }
-        let client = builder
+        builder = match &self.settings.egress_proxy {
+            Some(proxy) => builder.proxy(reqwest::Proxy::all(proxy).map_err(|e| {
+                Error::internal(format!("the queue egress proxy is not usable: {e}"))
+            })?),
+            None => builder.no_proxy().dns_resolver(guard::GuardedResolver {
+                policy: Arc::clone(policy),
+                port,
+            }),
+        };
+        builder
             .build()
-            .map_err(|e| Error::internal(format!("cannot build the queue's HTTP client: {e}")))?;
-        let _ = self.client.set(client);
+            .map_err(|e| Error::internal(format!("cannot build the queue's HTTP client: {e}")))
+    }
+
+    /// Release leases left by a crash, and start a pump for every queue. Called once, when
+    /// the server starts serving.
+    pub async fn start(&self) -> Result<()> {
         let released = self.port.recover(self.clock.now_ms()).await?;
         if released > 0 {
             tracing::warn!(
@@ -206,20 +297,25 @@ impl Dispatcher {
         let InstanceConfig::Queue(config) = &queue.config else {
             return Err("not a queue".to_owned());
         };
-        let client = self
-            .client
-            .get()
-            .cloned()
-            .ok_or_else(|| "the dispatcher has not started".to_owned())?;
+        let target = reqwest::Url::parse(&config.target)
+            .map_err(|e| format!("target \"{}\" is not a valid URL: {e}", config.target))?;
+        let policy = Arc::new(self.policy(&queue.app));
+        let port = target.port_or_known_default().unwrap_or(80);
+        let client = self.client(&policy, port).map_err(|e| e.to_string())?;
         let backoff_base_ms =
             u64::try_from(self.settings.backoff_base.as_millis()).unwrap_or(u64::MAX);
-        let delivery = Delivery::new(
-            config,
+        let delivery = Delivery {
             client,
-            Arc::clone(&self.clock),
+            clock: Arc::clone(&self.clock),
+            target,
+            secret: config.secret.clone(),
+            timeout: Duration::from_secs(u64::from(config.timeout_secs)),
+            retries: config.retries,
             backoff_base_ms,
-            self.settings.deny_private,
-        )?;
+            policy,
+            app: queue.app.clone(),
+            app_slots: Arc::clone(&self.app_slots),
+        };
         let wake = Arc::new(Notify::new());
         let (mode, mode_rx) = watch::channel(Mode::Run);
         let pump = Pump {
@@ -285,13 +381,22 @@ impl Dispatcher {
         }
     }
 
-    /// The `--queue-deny-private` check of a new queue's target (422 when refused).
-    pub async fn check_target(&self, config: &QueueConfig) -> Result<()> {
-        if self.settings.deny_private {
-            guard::check_target(&config.target).await
-        } else {
-            Ok(())
+    /// The check of a new queue's target for `app` (422 when refused; see [`guard`]).
+    pub async fn check_target(&self, app: &AppName, config: &QueueConfig) -> Result<()> {
+        if self.settings.egress_proxy.is_some() {
+            // The proxy resolves names; literals and the server's own names are still ours.
+            let url = reqwest::Url::parse(&config.target).map_err(|e| {
+                Error::invalid(format!(
+                    "\"target\" \"{}\" is not a valid URL: {e}",
+                    config.target
+                ))
+            })?;
+            return self
+                .policy(app)
+                .check_literal(&url)
+                .map_err(|d| Error::invalid(format!("\"target\" \"{}\": {d}", config.target)));
         }
+        self.policy(app).check_target(&config.target).await
     }
 
     /// Stop claiming jobs; deliveries in flight go on until [`Dispatcher::finish`]'s

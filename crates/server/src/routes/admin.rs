@@ -172,6 +172,7 @@ async fn set_plan(
     let name = account_param(&name)?;
     let plan: Plan = body.plan.parse()?;
     state.services.registry.set_plan(&name, plan).await?;
+    state.quotas.forget_all();
     let usage = fetch_account(&state, &name).await?;
     Ok(reply::json(
         StatusCode::OK,

@@ -326,7 +326,7 @@ async fn every_service_type_is_created_and_destroyed_in_the_application_form() {
         ("search", Some(json!({"fields": ["title"]}))),
         (
             "queue",
-            Some(json!({"target": "http://127.0.0.1:9/jobs", "secret": "s"})),
+            Some(json!({"target": "https://worker.example/jobs", "secret": "s"})),
         ),
         ("storage", None),
     ];

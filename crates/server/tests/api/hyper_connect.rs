@@ -169,7 +169,13 @@ async fn domain_form_with_jwt_auth() {
 #[tokio::test]
 async fn application_form_over_tls() {
     let Some(modules) = install() else { return };
-    let s = TestServer::builder().tls().start().await;
+    // The suite's queue worker runs on loopback, which tenants' queues may not reach by
+    // default (--queue-private-targets).
+    let s = TestServer::builder()
+        .tls()
+        .args(|a| a.queue_private_targets = Some(quintet_testkit::PrivateTargetsArg::Allow))
+        .start()
+        .await;
     let ca = s.certs().unwrap().ca.to_str().unwrap().to_owned();
     let node_env = [("NODE_EXTRA_CA_CERTS", ca.as_str())];
     let k: AppKey = s.new_app().await;

@@ -5,6 +5,7 @@
 
 mod admin;
 mod auth;
+mod browser;
 mod cache;
 mod data;
 mod http;

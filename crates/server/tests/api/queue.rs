@@ -8,7 +8,7 @@ use std::{
 };
 
 use quintet_core::{ManualClock, delivery::verify_signature};
-use quintet_testkit::{Answer, TestServer, Worker, eventually};
+use quintet_testkit::{Answer, PrivateTargetsArg, TestServer, Worker, eventually};
 use reqwest::Method;
 use serde_json::{Value, json};
 
@@ -144,7 +144,7 @@ async fn enqueue_refuses_what_is_not_a_job() {
     s.post("/queue/q", json!("text")).await.expect(422);
     s.post("/queue/q", json!(null)).await.expect(422);
     let r = s
-        .send(s.request(Method::POST, "/queue/q").body("{\"a\":"))
+        .send(s.request(Method::POST, "/queue/q").header("content-type", "application/json").body("{\"a\":"))
         .await
         .expect(400);
     assert_eq!(r.body["status"], 400);
@@ -231,7 +231,10 @@ async fn listing_needs_a_valid_status() {
 
 #[tokio::test]
 async fn the_application_form_has_its_own_queues_and_deleting_the_app_stops_them() {
-    let s = TestServer::start().await;
+    let s = TestServer::builder()
+        .args(|a| a.queue_private_targets = Some(PrivateTargetsArg::Allow))
+        .start()
+        .await;
     let key = s.new_app().await;
     let app = key.app.clone();
     let w = Worker::start(Answer::Hang).await;
@@ -630,10 +633,122 @@ async fn queue_settings_are_validated_at_creation() {
     s.delete("/queue/q").await.expect(404);
 }
 
+/// The error recorded for the only job of a queue (at `base`, e.g. `/queue/q` or
+/// `/app/queue/q`) once it failed.
+async fn failed_error(s: &TestServer, key: Option<&quintet_testkit::AppKey>, base: &str) -> String {
+    let path = format!("{base}/_jobs?status=ERROR");
+    let list = || async {
+        let req = s.request(Method::GET, &path);
+        let req = match key {
+            Some(k) => s.as_app(k, req),
+            None => req,
+        };
+        let r = s.send(req).await.expect(200);
+        r.body["jobs"].as_array().cloned().unwrap_or_default()
+    };
+    eventually("the job failed", || async { !list().await.is_empty() }).await;
+    list().await[0]["error"].as_str().unwrap_or_default().to_owned()
+}
+
+/// The issue-17 reproduction: a tenant's queue aimed at internal services.
 #[tokio::test]
-async fn deny_private_refuses_internal_targets_at_creation() {
+async fn tenants_queues_cannot_reach_internal_addresses_or_quintet_itself() {
+    let s = TestServer::start().await;
+    let key = s.new_app().await;
+    let internal = Worker::start(Answer::Status(500, "internal secret: hunter2".into())).await;
+    let create = |target: String| {
+        s.as_app(&key, s.request(Method::PUT, &format!("/{}/queue/q", key.app)))
+            .json(&json!({"target": target}))
+    };
+    for target in [
+        internal.url().to_owned(),
+        "http://localhost:8080/".into(),
+        "http://10.1.2.3/".into(),
+        "http://192.168.0.10/".into(),
+        "http://169.254.169.254/latest/meta-data".into(),
+        "http://[::ffff:127.0.0.1]/".into(),
+        "http://[fe80::1]/".into(),
+        s.url("/data/notes"),
+    ] {
+        let r = s.send(create(target.clone())).await;
+        assert_eq!(r.status, 422, "{target}: {}", r.text);
+    }
+    let r = s.send(create(s.url("/data/notes"))).await.expect(422);
+    assert!(r.text.contains("this quintet server itself"), "{}", r.text);
+    let r = s.send(create(internal.url().to_owned())).await.expect(422);
+    assert!(r.text.contains("--queue-private-targets"), "{}", r.text);
+    assert!(internal.received().is_empty());
+
+    // The domain application is the operator's own: its worker on localhost is fine, and
+    // the job's error shows what the worker said.
+    s.create("queue", "local", Some(json!({"target": internal.url()})))
+        .await
+        .expect(201);
+    enqueue(&s, "local", json!({"n": 1})).await;
+    let error = failed_error(&s, None, "/queue/local").await;
+    assert_eq!(error, "internal secret: hunter2");
+    // But not quintet itself, under any name.
+    let port = s.url("").rsplit(':').next().unwrap().to_owned();
+    for target in [
+        s.url("/data/notes"),
+        format!("http://localhost:{port}/data/notes"),
+    ] {
+        let r = s.put("/queue/self", Some(json!({"target": target}))).await;
+        assert_eq!(r.status, 422, "{target}: {}", r.text);
+    }
+}
+
+#[tokio::test]
+async fn with_private_targets_allowed_a_tenant_learns_nothing_of_internal_answers() {
     let s = TestServer::builder()
-        .args(|a| a.queue_deny_private = Some(true))
+        .args(|a| a.queue_private_targets = Some(PrivateTargetsArg::Allow))
+        .start()
+        .await;
+    let key = s.new_app().await;
+    let internal = Worker::start(Answer::Status(500, "internal secret: hunter2".into())).await;
+    let base = format!("/{}/queue/q", key.app);
+    s.send(
+        s.as_app(&key, s.request(Method::PUT, &base))
+            .json(&json!({"target": internal.url()})),
+    )
+    .await
+    .expect(201);
+    s.send(s.as_app(&key, s.request(Method::POST, &base)).json(&json!({"n": 1})))
+        .await
+        .expect(201);
+    let error = failed_error(&s, Some(&key), &base).await;
+    assert!(!error.contains("hunter2"), "{error}");
+    assert!(error.contains("500") && error.contains("not recorded"), "{error}");
+    // A closed port reads as a plain failure to connect: no port scanning through errors.
+    let closed = closed_port().await;
+    let scan = format!("/{}/queue/scan", key.app);
+    s.send(
+        s.as_app(&key, s.request(Method::PUT, &scan))
+            .json(&json!({"target": format!("http://127.0.0.1:{closed}/"), "retries": 0})),
+    )
+    .await
+    .expect(201);
+    s.send(s.as_app(&key, s.request(Method::POST, &scan)).json(&json!({"n": 1})))
+        .await
+        .expect(201);
+    let error = failed_error(&s, Some(&key), &scan).await;
+    assert!(error.starts_with("could not deliver to the worker at"), "{error}");
+    assert!(!error.to_lowercase().contains("refused"), "{error}");
+    // Still never quintet itself.
+    let r = s
+        .send(
+            s.as_app(&key, s.request(Method::PUT, &format!("/{}/queue/self", key.app)))
+                .json(&json!({"target": s.url("/data/notes")})),
+        )
+        .await
+        .expect(422);
+    assert!(r.text.contains("this quintet server itself"), "{}", r.text);
+}
+
+#[tokio::test]
+async fn deny_refuses_internal_targets_of_every_queue() {
+    let s = TestServer::builder()
+        .args(|a| a.queue_private_targets = Some(PrivateTargetsArg::Deny))
         .start()
         .await;
     let r = s
@@ -645,7 +760,7 @@ async fn deny_private_refuses_internal_targets_at_creation() {
         .expect(422);
     assert_eq!(
         r.body,
-        json!({"ok": false, "status": 422, "msg": "\"target\" \"http://127.0.0.1:9/hook\": target host \"127.0.0.1\" is a loopback, private or link-local address, which this server refuses as a queue target (--queue-deny-private)"})
+        json!({"ok": false, "status": 422, "msg": "\"target\" \"http://127.0.0.1:9/hook\": target host \"127.0.0.1\", a loopback, private or link-local address, which this server refuses as a target of this application's queues (--queue-private-targets)"})
     );
     for target in [
         "http://localhost:8080/",
@@ -659,6 +774,99 @@ async fn deny_private_refuses_internal_targets_at_creation() {
         assert_eq!(r.status, 422, "{target}: {}", r.text);
     }
     s.delete("/queue/q").await.expect(404);
+}
+
+#[tokio::test]
+async fn deliveries_go_through_the_egress_proxy() {
+    // The recording worker stands in for the proxy: it sees the target's host.
+    let proxy = Worker::start(Answer::Status(200, String::new())).await;
+    let s = TestServer::builder()
+        .args(|a| a.queue_egress_proxy = Some(format!("http://127.0.0.1:{}", proxy.port())))
+        .start()
+        .await;
+    s.create(
+        "queue",
+        "q",
+        Some(json!({"target": "http://worker.internal.invalid/hook"})),
+    )
+    .await
+    .expect(201);
+    enqueue(&s, "q", json!({"via": "proxy"})).await;
+    let got = proxy.wait_for(1).await;
+    assert_eq!(got[0].header("host"), Some("worker.internal.invalid"));
+    assert_eq!(got[0].body, r#"{"via":"proxy"}"#);
+}
+
+#[tokio::test]
+async fn an_application_has_at_most_its_plans_queues_and_instances() {
+    let s = TestServer::start().await;
+    let key = s.new_app().await; // starter: 25 instances, 5 queues per application
+    let put = |kind: &str, name: String, config: Option<Value>| {
+        let req = s.as_app(&key, s.request(Method::PUT, &format!("/{}/{kind}/{name}", key.app)));
+        match config {
+            Some(c) => req.json(&c),
+            None => req,
+        }
+    };
+    let queue = || Some(json!({"target": "https://worker.example/hook"}));
+    for n in 0..5 {
+        s.send(put("queue", format!("q{n}"), queue())).await.expect(201);
+    }
+    let r = s.send(put("queue", "q5".into(), queue())).await.expect(403);
+    assert_eq!(
+        r.body["msg"],
+        "this application's account is on the starter plan, which allows at most 5 queues per \
+         application; delete one or move the account to a larger plan"
+    );
+    for n in 0..20 {
+        s.send(put("data", format!("d{n}"), None)).await.expect(201);
+    }
+    let r = s.send(put("cache", "c".into(), None)).await.expect(403);
+    assert!(
+        r.text.contains("at most 25 instances per application"),
+        "{}",
+        r.text
+    );
+    // The domain application has no plan; a larger plan makes room at once.
+    for n in 0..6 {
+        s.put(&format!("/queue/q{n}"), queue()).await.expect(201);
+    }
+    s.admin(
+        Method::PATCH,
+        &format!("/_admin/accounts/{}", key.account),
+        Some(json!({"plan": "pro"})),
+    )
+    .await
+    .expect(200);
+    s.send(put("queue", "q5".into(), queue())).await.expect(201);
+}
+
+#[tokio::test]
+async fn an_applications_deliveries_in_flight_are_bounded_by_its_plan() {
+    let s = TestServer::builder()
+        .args(|a| a.queue_private_targets = Some(PrivateTargetsArg::Allow))
+        .start()
+        .await;
+    let key = s.new_app().await; // starter: 16 deliveries in flight per application
+    let w = Worker::start(Answer::Held(200)).await;
+    for q in ["a", "b"] {
+        let base = format!("/{}/queue/{q}", key.app);
+        s.send(
+            s.as_app(&key, s.request(Method::PUT, &base))
+                .json(&json!({"target": w.url(), "concurrency": 16, "timeout": 600})),
+        )
+        .await
+        .expect(201);
+        for n in 0..20 {
+            s.send(s.as_app(&key, s.request(Method::POST, &base)).json(&json!({"n": n})))
+                .await
+                .expect(201);
+        }
+    }
+    w.wait_for(16).await;
+    w.release();
+    w.wait_for(40).await;
+    assert_eq!(w.max_in_flight(), 16, "two queues of 16 share the plan's 16");
 }
 
 /// `node crates/server/tests/fixtures/worker.js <secret>`, with its output lines collected.
@@ -748,8 +956,11 @@ async fn a_queue_destroyed_through_another_node_stops_delivering_here() {
     let Some(pg) = quintet_testkit::engines::postgres("queue_destroyed_elsewhere").await else {
         return;
     };
-    let a = TestServer::builder().registry(pg.url()).start().await;
-    let b = TestServer::builder().registry(pg.url()).start().await;
+    let allow = |a: &mut quintet_testkit::Args| {
+        a.queue_private_targets = Some(PrivateTargetsArg::Allow)
+    };
+    let a = TestServer::builder().registry(pg.url()).args(allow).start().await;
+    let b = TestServer::builder().registry(pg.url()).args(allow).start().await;
     let w = Worker::start(Answer::Hang).await;
     a.create(
         "queue",
