@@ -72,7 +72,8 @@ impl Claims {
             let max_ms = i64::try_from(max.as_millis()).unwrap_or(i64::MAX);
             if self.exp_ms.saturating_sub(now_ms) > max_ms.saturating_add(LEEWAY_MS) {
                 return Err(unauthenticated(format!(
-                    "the access token is valid until {}, longer than this server accepts                      ({} seconds from now, --jwt-max-ttl); sign one with an earlier exp",
+                    "the access token is valid until {}, longer than this server accepts \
+                     ({} seconds from now, --jwt-max-ttl); sign one with an earlier exp",
                     format_rfc3339_ms(self.exp_ms),
                     max.as_secs()
                 )));
@@ -82,7 +83,8 @@ impl Claims {
             && !self.aud.iter().any(|a| a == aud)
         {
             return Err(unauthenticated(format!(
-                "the access token is not meant for this server: its aud claim must be                  \"{}\" (--jwt-aud)",
+                "the access token is not meant for this server: its aud claim must be \
+                 \"{}\" (--jwt-aud)",
                 excerpt(aud, 64)
             )));
         }

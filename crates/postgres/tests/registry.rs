@@ -500,3 +500,78 @@ async fn writers_wait_for_live_nodes_only() {
         "{waited:?}"
     );
 }
+
+/// Secrets are stored sealed with the master key; a plaintext secret from an earlier
+/// version is resealed when a node opens the registry, and still verifies.
+#[tokio::test]
+async fn secrets_are_sealed_in_the_database() {
+    let Some(pg) = quintet_engine_test::postgres("secrets_are_sealed_in_the_database").await else {
+        return;
+    };
+    let r = open(&pg).await;
+    let account: AccountName = "acme".parse().unwrap();
+    let app: AppName = "shop".parse().unwrap();
+    r.create_account(&account, Plan::Starter).await.unwrap();
+    r.create_app(&app, &account).await.unwrap();
+    let key = r.create_key(&app).await.unwrap();
+    let queue: quintet_core::InstanceName = "jobs".parse().unwrap();
+    let config = InstanceConfig::from_request(
+        ServiceType::Queue,
+        Some(&serde_json::json!({"target": "https://w.example/hook", "secret": "q-secret-1"})),
+    )
+    .unwrap();
+    r.create_instance(&app, &queue, config.clone())
+        .await
+        .unwrap();
+    let client = r.database().client().await.unwrap();
+    let stored: String = client
+        .query_one(
+            "SELECT secret FROM quintet_keys WHERE key = $1",
+            &[&key.key.as_str()],
+        )
+        .await
+        .unwrap()
+        .get(0);
+    assert!(stored.starts_with("qs1.") && !stored.contains(key.secret.expose()));
+    let stored_config: serde_json::Value = client
+        .query_one(
+            "SELECT config FROM quintet_instances WHERE name = 'jobs'",
+            &[],
+        )
+        .await
+        .unwrap()
+        .get(0);
+    assert!(
+        !stored_config.to_string().contains("q-secret-1"),
+        "{stored_config}"
+    );
+    let got = r
+        .get_instance(&app, ServiceType::Queue, &queue)
+        .await
+        .unwrap()
+        .unwrap();
+    assert_eq!(got.config, config);
+
+    // A row as an earlier version wrote it: the plaintext secret.
+    client
+        .execute(
+            "UPDATE quintet_keys SET secret = 'legacy-plain-secret' WHERE key = $1",
+            &[&key.key.as_str()],
+        )
+        .await
+        .unwrap();
+    drop(client);
+    let reopened = open(&pg).await;
+    let found = reopened.get_key(&key.key).await.unwrap().unwrap();
+    assert_eq!(found.secret.expose(), "legacy-plain-secret");
+    let client = reopened.database().client().await.unwrap();
+    let stored: String = client
+        .query_one(
+            "SELECT secret FROM quintet_keys WHERE key = $1",
+            &[&key.key.as_str()],
+        )
+        .await
+        .unwrap()
+        .get(0);
+    assert!(stored.starts_with("qs1."), "resealed: {stored}");
+}

@@ -147,7 +147,11 @@ async fn the_derived_admin_token_outlives_restarts_and_is_never_stored() {
         .await;
     assert_ne!(other.admin_token(), before);
     other
-        .send(other.request(Method::GET, "/_admin/apps").bearer_auth(&before))
+        .send(
+            other
+                .request(Method::GET, "/_admin/apps")
+                .bearer_auth(&before),
+        )
         .await
         .expect(401);
 }
@@ -183,13 +187,20 @@ async fn an_admin_token_from_an_earlier_version_keeps_working() {
 #[tokio::test]
 async fn failed_admin_authentications_are_rate_limited() {
     let s = server().await;
-    let wrong = || s.request(Method::GET, "/_admin/apps").bearer_auth("wrong-admin-token-guess");
+    let wrong = || {
+        s.request(Method::GET, "/_admin/apps")
+            .bearer_auth("wrong-admin-token-guess")
+    };
     for _ in 0..10 {
         s.send(wrong()).await.expect(401);
     }
     let r = s.send(wrong()).await.expect(429);
     assert_eq!(r.header("retry-after"), Some("60"));
-    assert!(r.text.contains("too many failed admin authentications"), "{}", r.text);
+    assert!(
+        r.text.contains("too many failed admin authentications"),
+        "{}",
+        r.text
+    );
     // The right token is refused too while the address is blocked: no oracle.
     s.admin(Method::GET, "/_admin/apps", None).await.expect(429);
 }

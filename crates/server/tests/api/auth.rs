@@ -477,3 +477,50 @@ async fn domain_form_without_auth_still_protects_applications() {
     let k: AppKey = s.new_app().await;
     put_with(&s, &k.app, None).await.expect(401);
 }
+
+/// `--jwt-max-ttl` refuses tokens valid for longer (an `exp` in year 9999 was accepted);
+/// `--jwt-aud` requires the domain form's tokens to name this server.
+#[tokio::test]
+async fn the_server_may_cap_token_lifetimes_and_require_an_audience() {
+    let clock = Arc::new(ManualClock::new(NOW_MS));
+    let secret = "domain-secret-of-at-least-thirty-two-bytes";
+    let s = TestServer::builder()
+        .clock(clock)
+        .args(|a| {
+            a.jwt_max_ttl = Some(3600);
+            a.auth = Some(quintet_testkit::AuthMode::Jwt);
+            a.jwt_secret = Some(secret.into());
+            a.jwt_aud = Some("quintet-prod".into());
+        })
+        .start()
+        .await;
+    let k = s.new_app().await;
+    let forever = k.sign(json!({"sub": k.key, "exp": 253_402_300_799_i64}));
+    let r = put_token(&s, &k.app, &forever).await.expect(401);
+    assert!(
+        r.body["msg"]
+            .as_str()
+            .unwrap()
+            .contains("longer than this server accepts (3600 seconds from now, --jwt-max-ttl)"),
+        "{}",
+        r.text
+    );
+    let hour = k.sign(json!({"sub": k.key, "exp": NOW + 3600}));
+    put_token(&s, &k.app, &hour).await.expect(201);
+
+    let domain = |claims: Value| {
+        let t = jwt::sign_hs256(secret.as_bytes(), &claims);
+        s.send(s.request(Method::PUT, "/data/d").bearer_auth(t))
+    };
+    let r = domain(json!({"exp": NOW + 60})).await.expect(401);
+    assert!(r.text.contains("--jwt-aud"), "{}", r.text);
+    domain(json!({"exp": NOW + 60, "aud": "another-service"}))
+        .await
+        .expect(401);
+    domain(json!({"exp": NOW + 86_400, "aud": "quintet-prod"}))
+        .await
+        .expect(401);
+    domain(json!({"exp": NOW + 60, "aud": ["x", "quintet-prod"]}))
+        .await
+        .expect(201);
+}

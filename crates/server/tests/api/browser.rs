@@ -21,7 +21,10 @@ fn preflight(s: &TestServer, path: &str, origin: &str, method: &str) -> reqwest:
     s.request(Method::OPTIONS, path)
         .header("origin", origin)
         .header("access-control-request-method", method)
-        .header("access-control-request-headers", "authorization,content-type")
+        .header(
+            "access-control-request-headers",
+            "authorization,content-type",
+        )
 }
 
 #[tokio::test]
@@ -113,7 +116,11 @@ async fn loopback_names_the_servers_own_pages_and_listed_origins_are_served() {
     }
     // The server's own pages (the console), a listed origin, and the public URL's origin.
     let own = format!("http://{host}");
-    for origin in [own.as_str(), "http://localhost:5173", "https://q.example.com"] {
+    for origin in [
+        own.as_str(),
+        "http://localhost:5173",
+        "https://q.example.com",
+    ] {
         let (status, allow) = cors(&s, preflight(&s, "/data/d", origin, "PUT")).await;
         assert_eq!((status, allow.as_deref()), (204, Some(origin)), "{origin}");
         let r = s

@@ -439,12 +439,20 @@ async fn bad_input_is_422_with_a_message_and_changes_nothing() {
         )
     );
     let r = s
-        .send(s.request(Method::PUT, "/cache/c/k").header("content-type", "application/json").body("{\"a\":"))
+        .send(
+            s.request(Method::PUT, "/cache/c/k")
+                .header("content-type", "application/json")
+                .body("{\"a\":"),
+        )
         .await
         .expect(400);
     assert_eq!(r.body["status"], 400);
     let r = s
-        .send(s.request(Method::POST, "/cache/c").header("content-type", "application/json").body("{nope"))
+        .send(
+            s.request(Method::POST, "/cache/c")
+                .header("content-type", "application/json")
+                .body("{nope"),
+        )
         .await
         .expect(400);
     assert_eq!(r.body["status"], 400);
@@ -603,8 +611,14 @@ async fn the_application_form_put_updates_existing_keys_only() {
         .expect(201);
     // The domain form's instance of the same name is another instance.
     s.create("cache", "default", None).await;
-    let put =
-        |path: String, body: &'static str| s.as_app(&k, s.request(Method::PUT, &path).header("content-type", "application/json").body(body));
+    let put = |path: String, body: &'static str| {
+        s.as_app(
+            &k,
+            s.request(Method::PUT, &path)
+                .header("content-type", "application/json")
+                .body(body),
+        )
+    };
 
     // Missing in the application form: 404, nothing written.
     let r = s

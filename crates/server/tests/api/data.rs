@@ -173,7 +173,11 @@ async fn bad_documents_and_ids_are_refused_and_change_nothing() {
         err(422, "a document must be a JSON object, not a string")
     );
     let r = s
-        .send(s.request(Method::POST, "/data/m").header("content-type", "application/json").body("{\"a\":"))
+        .send(
+            s.request(Method::POST, "/data/m")
+                .header("content-type", "application/json")
+                .body("{\"a\":"),
+        )
         .await
         .expect(400);
     assert_eq!(r.body["status"], 400);

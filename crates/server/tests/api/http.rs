@@ -68,7 +68,11 @@ async fn malformed_json_is_400() {
     let s = TestServer::start().await;
     for body in [r#"{"fields": ["#, "{fields: 1}", "[1,]", "\u{0}"] {
         let r = s
-            .send(s.request(Method::PUT, "/search/s").header("content-type", "application/json").body(body.to_owned()))
+            .send(
+                s.request(Method::PUT, "/search/s")
+                    .header("content-type", "application/json")
+                    .body(body.to_owned()),
+            )
             .await;
         assert_eq!(r.status, 400, "{body}: {}", r.text);
         assert_eq!(r.body["status"], 400);
@@ -113,7 +117,11 @@ async fn json_nested_beyond_the_limit_is_422() {
         "]".repeat(20)
     );
     let r = s
-        .send(s.request(Method::PUT, "/search/s").header("content-type", "application/json").body(deep))
+        .send(
+            s.request(Method::PUT, "/search/s")
+                .header("content-type", "application/json")
+                .body(deep),
+        )
         .await
         .expect(422);
     assert!(
@@ -124,9 +132,13 @@ async fn json_nested_beyond_the_limit_is_422() {
     s.delete("/search/s").await.expect(404);
     // A body within the limit passes.
     let ok = r#"{"fields": ["t"], "x": [[[1]]]}"#;
-    s.send(s.request(Method::PUT, "/search/s").header("content-type", "application/json").body(ok))
-        .await
-        .expect(201);
+    s.send(
+        s.request(Method::PUT, "/search/s")
+            .header("content-type", "application/json")
+            .body(ok),
+    )
+    .await
+    .expect(201);
 }
 
 #[tokio::test]
@@ -148,7 +160,6 @@ async fn every_answer_carries_a_request_id_and_keeps_a_given_one() {
         .await;
     assert_eq!(r.header("x-request-id"), Some("trace-123"));
 }
-
 
 #[tokio::test]
 async fn metrics_count_requests() {

@@ -144,7 +144,11 @@ async fn enqueue_refuses_what_is_not_a_job() {
     s.post("/queue/q", json!("text")).await.expect(422);
     s.post("/queue/q", json!(null)).await.expect(422);
     let r = s
-        .send(s.request(Method::POST, "/queue/q").header("content-type", "application/json").body("{\"a\":"))
+        .send(
+            s.request(Method::POST, "/queue/q")
+                .header("content-type", "application/json")
+                .body("{\"a\":"),
+        )
         .await
         .expect(400);
     assert_eq!(r.body["status"], 400);
@@ -647,7 +651,10 @@ async fn failed_error(s: &TestServer, key: Option<&quintet_testkit::AppKey>, bas
         r.body["jobs"].as_array().cloned().unwrap_or_default()
     };
     eventually("the job failed", || async { !list().await.is_empty() }).await;
-    list().await[0]["error"].as_str().unwrap_or_default().to_owned()
+    list().await[0]["error"]
+        .as_str()
+        .unwrap_or_default()
+        .to_owned()
 }
 
 /// The issue-17 reproduction: a tenant's queue aimed at internal services.
@@ -657,8 +664,11 @@ async fn tenants_queues_cannot_reach_internal_addresses_or_quintet_itself() {
     let key = s.new_app().await;
     let internal = Worker::start(Answer::Status(500, "internal secret: hunter2".into())).await;
     let create = |target: String| {
-        s.as_app(&key, s.request(Method::PUT, &format!("/{}/queue/q", key.app)))
-            .json(&json!({"target": target}))
+        s.as_app(
+            &key,
+            s.request(Method::PUT, &format!("/{}/queue/q", key.app)),
+        )
+        .json(&json!({"target": target}))
     };
     for target in [
         internal.url().to_owned(),
@@ -713,12 +723,18 @@ async fn with_private_targets_allowed_a_tenant_learns_nothing_of_internal_answer
     )
     .await
     .expect(201);
-    s.send(s.as_app(&key, s.request(Method::POST, &base)).json(&json!({"n": 1})))
-        .await
-        .expect(201);
+    s.send(
+        s.as_app(&key, s.request(Method::POST, &base))
+            .json(&json!({"n": 1})),
+    )
+    .await
+    .expect(201);
     let error = failed_error(&s, Some(&key), &base).await;
     assert!(!error.contains("hunter2"), "{error}");
-    assert!(error.contains("500") && error.contains("not recorded"), "{error}");
+    assert!(
+        error.contains("500") && error.contains("not recorded"),
+        "{error}"
+    );
     // A closed port reads as a plain failure to connect: no port scanning through errors.
     let closed = closed_port().await;
     let scan = format!("/{}/queue/scan", key.app);
@@ -728,17 +744,26 @@ async fn with_private_targets_allowed_a_tenant_learns_nothing_of_internal_answer
     )
     .await
     .expect(201);
-    s.send(s.as_app(&key, s.request(Method::POST, &scan)).json(&json!({"n": 1})))
-        .await
-        .expect(201);
+    s.send(
+        s.as_app(&key, s.request(Method::POST, &scan))
+            .json(&json!({"n": 1})),
+    )
+    .await
+    .expect(201);
     let error = failed_error(&s, Some(&key), &scan).await;
-    assert!(error.starts_with("could not deliver to the worker at"), "{error}");
+    assert!(
+        error.starts_with("could not deliver to the worker at"),
+        "{error}"
+    );
     assert!(!error.to_lowercase().contains("refused"), "{error}");
     // Still never quintet itself.
     let r = s
         .send(
-            s.as_app(&key, s.request(Method::PUT, &format!("/{}/queue/self", key.app)))
-                .json(&json!({"target": s.url("/data/notes")})),
+            s.as_app(
+                &key,
+                s.request(Method::PUT, &format!("/{}/queue/self", key.app)),
+            )
+            .json(&json!({"target": s.url("/data/notes")})),
         )
         .await
         .expect(422);
@@ -802,7 +827,10 @@ async fn an_application_has_at_most_its_plans_queues_and_instances() {
     let s = TestServer::start().await;
     let key = s.new_app().await; // starter: 25 instances, 5 queues per application
     let put = |kind: &str, name: String, config: Option<Value>| {
-        let req = s.as_app(&key, s.request(Method::PUT, &format!("/{}/{kind}/{name}", key.app)));
+        let req = s.as_app(
+            &key,
+            s.request(Method::PUT, &format!("/{}/{kind}/{name}", key.app)),
+        );
         match config {
             Some(c) => req.json(&c),
             None => req,
@@ -810,7 +838,9 @@ async fn an_application_has_at_most_its_plans_queues_and_instances() {
     };
     let queue = || Some(json!({"target": "https://worker.example/hook"}));
     for n in 0..5 {
-        s.send(put("queue", format!("q{n}"), queue())).await.expect(201);
+        s.send(put("queue", format!("q{n}"), queue()))
+            .await
+            .expect(201);
     }
     let r = s.send(put("queue", "q5".into(), queue())).await.expect(403);
     assert_eq!(
@@ -858,15 +888,22 @@ async fn an_applications_deliveries_in_flight_are_bounded_by_its_plan() {
         .await
         .expect(201);
         for n in 0..20 {
-            s.send(s.as_app(&key, s.request(Method::POST, &base)).json(&json!({"n": n})))
-                .await
-                .expect(201);
+            s.send(
+                s.as_app(&key, s.request(Method::POST, &base))
+                    .json(&json!({"n": n})),
+            )
+            .await
+            .expect(201);
         }
     }
     w.wait_for(16).await;
     w.release();
     w.wait_for(40).await;
-    assert_eq!(w.max_in_flight(), 16, "two queues of 16 share the plan's 16");
+    assert_eq!(
+        w.max_in_flight(),
+        16,
+        "two queues of 16 share the plan's 16"
+    );
 }
 
 /// `node crates/server/tests/fixtures/worker.js <secret>`, with its output lines collected.
@@ -956,11 +993,18 @@ async fn a_queue_destroyed_through_another_node_stops_delivering_here() {
     let Some(pg) = quintet_testkit::engines::postgres("queue_destroyed_elsewhere").await else {
         return;
     };
-    let allow = |a: &mut quintet_testkit::Args| {
-        a.queue_private_targets = Some(PrivateTargetsArg::Allow)
-    };
-    let a = TestServer::builder().registry(pg.url()).args(allow).start().await;
-    let b = TestServer::builder().registry(pg.url()).args(allow).start().await;
+    let allow =
+        |a: &mut quintet_testkit::Args| a.queue_private_targets = Some(PrivateTargetsArg::Allow);
+    let a = TestServer::builder()
+        .registry(pg.url())
+        .args(allow)
+        .start()
+        .await;
+    let b = TestServer::builder()
+        .registry(pg.url())
+        .args(allow)
+        .start()
+        .await;
     let w = Worker::start(Answer::Hang).await;
     a.create(
         "queue",

@@ -198,7 +198,11 @@ async fn bad_documents_are_refused_and_change_nothing() {
         );
     }
     let r = s
-        .send(s.request(Method::POST, "/search/movies").header("content-type", "application/json").body("{\"key\": "))
+        .send(
+            s.request(Method::POST, "/search/movies")
+                .header("content-type", "application/json")
+                .body("{\"key\": "),
+        )
         .await
         .expect(400);
     assert_eq!(r.body["status"], 400);
