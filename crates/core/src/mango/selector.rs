@@ -23,6 +23,58 @@ use crate::{Error, Result};
 
 /// Longest `$regex` pattern accepted, in bytes.
 pub const MAX_REGEX_BYTES: usize = 4096;
+/// Most conditions and operators one selector may hold (values inside `$in`, `$eq` and the
+/// like do not count): evaluation costs this much per document.
+pub const MAX_SELECTOR_NODES: usize = 4096;
+/// The compiled size all the `$regex`es of one selector may take together, in bytes; each
+/// gets an equal share (at most 1 MiB), so a selector of thousands of patterns cannot take
+/// gigabytes.
+pub const REGEX_BUDGET_BYTES: usize = 8 << 20;
+/// The largest share of [`REGEX_BUDGET_BYTES`] one `$regex` may take.
+const REGEX_MAX_SHARE: usize = 1 << 20;
+
+/// What is left to spend while parsing one selector.
+struct Budget {
+    nodes_left: usize,
+    /// Compiled size (and lazy-DFA cache) allowed to each `$regex`.
+    regex_share: usize,
+}
+
+impl Budget {
+    fn for_selector(v: &Value) -> Self {
+        let regexes = count_regexes(v).max(1);
+        Self {
+            nodes_left: MAX_SELECTOR_NODES,
+            regex_share: (REGEX_BUDGET_BYTES / regexes).min(REGEX_MAX_SHARE),
+        }
+    }
+
+    fn spend(&mut self) -> Result<()> {
+        match self.nodes_left.checked_sub(1) {
+            Some(left) => {
+                self.nodes_left = left;
+                Ok(())
+            }
+            None => Err(Error::invalid(format!(
+                "the selector holds more than {MAX_SELECTOR_NODES} conditions; split the query \
+                 or use $in for long lists of values"
+            ))),
+        }
+    }
+}
+
+/// How many `$regex` operators `v` may hold (every `"$regex": "<string>"` member at any
+/// depth: a literal value that looks like one only lowers each pattern's share).
+fn count_regexes(v: &Value) -> usize {
+    match v {
+        Value::Object(m) => m
+            .iter()
+            .map(|(k, v)| usize::from(k == "$regex" && v.is_string()) + count_regexes(v))
+            .sum(),
+        Value::Array(items) => items.iter().map(count_regexes).sum(),
+        _ => 0,
+    }
+}
 
 /// A normalized selector.
 #[derive(Debug, Clone, PartialEq)]
@@ -104,7 +156,7 @@ impl Selector {
                 "a selector must be a JSON object, not {v}"
             )));
         };
-        parse_object(m, &FieldPath::root(), Ctx::Top)
+        parse_object(m, &FieldPath::root(), Ctx::Top, &mut Budget::for_selector(v))
     }
 
     /// Whether `doc` matches.
@@ -221,10 +273,16 @@ enum Ctx {
     Element,
 }
 
-fn parse_object(m: &Map<String, Value>, path: &FieldPath, ctx: Ctx) -> Result<Selector> {
+fn parse_object(
+    m: &Map<String, Value>,
+    path: &FieldPath,
+    ctx: Ctx,
+    budget: &mut Budget,
+) -> Result<Selector> {
     let mut parts = Vec::with_capacity(m.len());
     for (key, arg) in m {
-        parts.push(parse_member(key, arg, path, ctx)?);
+        budget.spend()?;
+        parts.push(parse_member(key, arg, path, ctx, budget)?);
     }
     Ok(if parts.len() == 1 {
         parts.pop().unwrap_or_else(Selector::all)
@@ -233,11 +291,17 @@ fn parse_object(m: &Map<String, Value>, path: &FieldPath, ctx: Ctx) -> Result<Se
     })
 }
 
-fn parse_member(key: &str, arg: &Value, path: &FieldPath, ctx: Ctx) -> Result<Selector> {
+fn parse_member(
+    key: &str,
+    arg: &Value,
+    path: &FieldPath,
+    ctx: Ctx,
+    budget: &mut Budget,
+) -> Result<Selector> {
     if let Some(op) = key.strip_prefix('$') {
         return match op {
             "and" | "or" | "nor" => {
-                let items = parse_list(key, arg, path, ctx)?;
+                let items = parse_list(key, arg, path, ctx, budget)?;
                 Ok(match op {
                     "and" => Selector::And(items),
                     "or" => Selector::Or(items),
@@ -248,7 +312,7 @@ fn parse_member(key: &str, arg: &Value, path: &FieldPath, ctx: Ctx) -> Result<Se
                 Value::Object(m) if m.is_empty() => {
                     Err(bad_arg(key, path, "a non-empty selector object", arg))
                 }
-                Value::Object(m) => Ok(parse_object(m, path, ctx)?.negate()),
+                Value::Object(m) => Ok(parse_object(m, path, ctx, budget)?.negate()),
                 other => Err(bad_arg(key, path, "a selector object", other)),
             },
             _ => {
@@ -258,39 +322,61 @@ fn parse_member(key: &str, arg: &Value, path: &FieldPath, ctx: Ctx) -> Result<Se
                          {{\"<field>\": {{\"{key}\": …}}}}"
                     )));
                 }
-                Ok(Selector::Field(path.clone(), parse_cond(key, arg, path)?))
+                Ok(Selector::Field(
+                    path.clone(),
+                    parse_cond(key, arg, path, budget)?,
+                ))
             }
         };
     }
     let mut sub = path.clone();
     sub.push_dotted(key)?;
     match arg {
-        Value::Object(m) if !m.is_empty() => parse_object(m, &sub, ctx),
+        Value::Object(m) if !m.is_empty() => parse_object(m, &sub, ctx, budget),
         other => Ok(Selector::Field(sub, Cond::Eq(other.clone()))),
     }
 }
 
-fn parse_list(key: &str, arg: &Value, path: &FieldPath, ctx: Ctx) -> Result<Vec<Selector>> {
+fn parse_list(
+    key: &str,
+    arg: &Value,
+    path: &FieldPath,
+    ctx: Ctx,
+    budget: &mut Budget,
+) -> Result<Vec<Selector>> {
     let Value::Array(items) = arg else {
         return Err(bad_arg(key, path, "an array of selectors", arg));
     };
     items
         .iter()
         .map(|item| match item {
-            Value::Object(m) => parse_object(m, path, ctx),
+            Value::Object(m) => {
+                budget.spend()?;
+                parse_object(m, path, ctx, budget)
+            }
             other => Err(bad_arg(key, path, "an array of selector objects", other)),
         })
         .collect()
 }
 
-fn sub_selector(key: &str, arg: &Value, path: &FieldPath) -> Result<Box<Selector>> {
+fn sub_selector(
+    key: &str,
+    arg: &Value,
+    path: &FieldPath,
+    budget: &mut Budget,
+) -> Result<Box<Selector>> {
     match arg {
-        Value::Object(m) => Ok(Box::new(parse_object(m, &FieldPath::root(), Ctx::Element)?)),
+        Value::Object(m) => Ok(Box::new(parse_object(
+            m,
+            &FieldPath::root(),
+            Ctx::Element,
+            budget,
+        )?)),
         other => Err(bad_arg(key, path, "a selector object", other)),
     }
 }
 
-fn parse_cond(key: &str, arg: &Value, path: &FieldPath) -> Result<Cond> {
+fn parse_cond(key: &str, arg: &Value, path: &FieldPath, budget: &mut Budget) -> Result<Cond> {
     let array = |what: &str| -> Result<Vec<Value>> {
         match arg {
             Value::Array(a) => Ok(a.clone()),
@@ -341,16 +427,16 @@ fn parse_cond(key: &str, arg: &Value, path: &FieldPath) -> Result<Cond> {
             _ => return Err(bad_arg(key, path, "[divisor, remainder]", arg)),
         },
         "$regex" => match arg {
-            Value::String(p) => Cond::Regex(compile(p, path)?),
+            Value::String(p) => Cond::Regex(compile(p, path, budget.regex_share)?),
             other => return Err(bad_arg(key, path, "a regular expression string", other)),
         },
         "$beginsWith" => match arg {
             Value::String(p) => Cond::BeginsWith(p.clone()),
             other => return Err(bad_arg(key, path, "a string", other)),
         },
-        "$elemMatch" => Cond::ElemMatch(sub_selector(key, arg, path)?),
-        "$allMatch" => Cond::AllMatch(sub_selector(key, arg, path)?),
-        "$keyMapMatch" => Cond::KeyMapMatch(sub_selector(key, arg, path)?),
+        "$elemMatch" => Cond::ElemMatch(sub_selector(key, arg, path, budget)?),
+        "$allMatch" => Cond::AllMatch(sub_selector(key, arg, path, budget)?),
+        "$keyMapMatch" => Cond::KeyMapMatch(sub_selector(key, arg, path, budget)?),
         "$text" | "$where" | "$geoWithin" | "$geoIntersects" | "$near" | "$nearSphere" => {
             return Err(Error::invalid(format!(
                 "the operator \"{key}\" is not supported{}",
@@ -366,7 +452,7 @@ fn parse_cond(key: &str, arg: &Value, path: &FieldPath) -> Result<Cond> {
     })
 }
 
-fn compile(pattern: &str, path: &FieldPath) -> Result<Pattern> {
+fn compile(pattern: &str, path: &FieldPath, share: usize) -> Result<Pattern> {
     if pattern.len() > MAX_REGEX_BYTES {
         return Err(Error::invalid(format!(
             "the $regex{} is longer than {MAX_REGEX_BYTES} bytes",
@@ -374,19 +460,28 @@ fn compile(pattern: &str, path: &FieldPath) -> Result<Pattern> {
         )));
     }
     regex::RegexBuilder::new(pattern)
-        .size_limit(1 << 20)
-        .dfa_size_limit(1 << 20)
+        .size_limit(share)
+        .dfa_size_limit(share)
         .build()
         .map(Pattern)
-        .map_err(|e| {
-            let detail = match e {
-                regex::Error::Syntax(s) => s.lines().last().unwrap_or_default().to_owned(),
-                other => other.to_string(),
-            };
-            Error::invalid(format!(
-                "the $regex {pattern:?}{} is not a valid regular expression: {detail}",
-                at(path)
-            ))
+        .map_err(|e| match e {
+            regex::Error::CompiledTooBig(_) => Error::invalid(format!(
+                "the $regex {pattern:?}{} compiles to more than its share ({share} bytes) of \
+                 the {} MiB all the $regexes of one selector may take together; use fewer or \
+                 simpler patterns",
+                at(path),
+                REGEX_BUDGET_BYTES >> 20
+            )),
+            other => {
+                let detail = match other {
+                    regex::Error::Syntax(s) => s.lines().last().unwrap_or_default().to_owned(),
+                    other => other.to_string(),
+                };
+                Error::invalid(format!(
+                    "the $regex {pattern:?}{} is not a valid regular expression: {detail}",
+                    at(path)
+                ))
+            }
         })
 }
 

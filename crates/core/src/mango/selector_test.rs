@@ -275,3 +275,46 @@ fn invalid_selectors_name_the_problem() {
          \"string\", \"array\", \"object\", not \"date\"",
     );
 }
+
+/// Issue 17: a 252 KB `$or` of 3,000 `\w{20}…` patterns took the server to 7 GB (`\w{8}`
+/// compiles to 800 KB, under the old 1 MiB limit per pattern). Every
+/// pattern now gets an equal share of one budget, and the selector a size limit.
+#[test]
+fn one_selector_cannot_take_unbounded_memory() {
+    let many: Vec<Value> = (0..3000)
+        .map(|i| json!({"t": {"$regex": format!("\\w{{8}}{i}\\w{{8}}")}}))
+        .collect();
+    let err = Selector::parse(&json!({"$or": many})).unwrap_err();
+    assert!(matches!(err, Error::Invalid(_)));
+    let msg = err.to_string();
+    assert!(
+        msg.contains("more than its share") && msg.contains("8 MiB"),
+        "{msg}"
+    );
+    // A handful of the same patterns fit.
+    let few: Vec<Value> = (0..3)
+        .map(|i| json!({"t": {"$regex": format!("\\w{{4}}{i}\\w{{4}}")}}))
+        .collect();
+    let s = Selector::parse(&json!({"$or": few})).unwrap();
+    assert!(s.matches(&json!({"t": "aaaa1bbbb"})));
+    // Hundreds of simple patterns fit: the budget is on size.
+    let simple: Vec<Value> = (0..300)
+        .map(|i| json!({"t": {"$regex": format!("^id-{i}$")}}))
+        .collect();
+    assert!(Selector::parse(&json!({"$or": simple})).is_ok());
+    // Past MAX_SELECTOR_NODES conditions: refused with the limit named.
+    let huge: Vec<Value> = (0..MAX_SELECTOR_NODES)
+        .map(|i| json!({"n": i}))
+        .collect();
+    let msg = Selector::parse(&json!({"$or": huge})).unwrap_err().to_string();
+    assert_eq!(
+        msg,
+        format!(
+            "the selector holds more than {MAX_SELECTOR_NODES} conditions; split the query \
+             or use $in for long lists of values"
+        )
+    );
+    // Values do not count: a long $in is one condition.
+    let ids: Vec<Value> = (0..50_000).map(|i| json!(i)).collect();
+    assert!(Selector::parse(&json!({"n": {"$in": ids}})).is_ok());
+}
