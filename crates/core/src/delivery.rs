@@ -8,6 +8,14 @@
 //! splitting the header on `,`, each element on `=`, taking `t` and `sig`, recomputing and
 //! comparing ([`verify_signature`] does exactly that).
 //!
+//! That scheme, the spec's, leaves the job's id unsigned: a captured delivery can be sent
+//! again under a new `X-SVC-JOB-ID`, and a worker that deduplicates by id takes it as a new
+//! job. A queue created with `"signJobId": true` signs the id too:
+//! `X-SVC-SIGNATURE: t=<ms>,id=<job id>,sig=<hex>` with the MAC over `<ms>` + `.` + the id
+//! + `.` + the body ([`signature_header_with_id`], [`verify_signature_with_id`]). A worker
+//! checking the spec's scheme refuses such a header (its MAC does not match), so the option
+//! fails closed.
+//!
 //! # Retries
 //! A delivery that could not reach the worker (connection refused, reset, timeout) is tried
 //! again after [`backoff_ms`]: the base delay doubled for every earlier attempt, capped at
@@ -43,6 +51,40 @@ pub fn signature_header(secret: &str, t_ms: i64, body: &[u8]) -> String {
     format!("t={t},sig={}", hmac::to_hex(&mac))
 }
 
+/// The `X-SVC-SIGNATURE` value of a queue that signs job ids: `t=<ms>,id=<id>,sig=<hex>`,
+/// the MAC over `<ms>.<id>.<body>`.
+pub fn signature_header_with_id(secret: &str, t_ms: i64, id: &str, body: &[u8]) -> String {
+    let t = format!("{:013}", t_ms.max(0));
+    let mac = hmac::sign(
+        secret.as_bytes(),
+        &[t.as_bytes(), b".", id.as_bytes(), b".", body],
+    );
+    format!("t={t},id={id},sig={}", hmac::to_hex(&mac))
+}
+
+/// The `t`, `id` and `sig` elements of a signature header (split on `,`, then `=`; other
+/// elements ignored).
+fn elements(header: &str) -> (Option<&str>, Option<&str>, Option<&str>) {
+    let (mut t, mut id, mut sig) = (None, None, None);
+    for element in header.split(',') {
+        let mut kv = element.splitn(2, '=');
+        match (kv.next().map(str::trim), kv.next()) {
+            (Some("t"), Some(v)) => t = Some(v.trim()),
+            (Some("id"), Some(v)) => id = Some(v.trim()),
+            (Some("sig"), Some(v)) => sig = Some(v.trim()),
+            _ => {}
+        }
+    }
+    (t, id, sig)
+}
+
+/// Whether `t` is within `tolerance_ms` of `now_ms`, either way (no overflow whatever the
+/// values).
+fn fresh(t: &str, now_ms: i64, tolerance_ms: i64) -> bool {
+    t.parse::<i64>()
+        .is_ok_and(|t_ms| now_ms.abs_diff(t_ms) <= tolerance_ms.max(0).unsigned_abs())
+}
+
 /// Verify a signature header as the spec tells workers to: split on `,`, split each element
 /// on `=`, take `t` and `sig` (ignoring other elements), recompute over `t` + `.` + `body`
 /// and compare (in constant time). The timestamp must be within `tolerance_ms` of `now_ms`
@@ -54,28 +96,36 @@ pub fn verify_signature(
     now_ms: i64,
     tolerance_ms: i64,
 ) -> bool {
-    let (mut t, mut sig) = (None, None);
-    for element in header.split(',') {
-        let mut kv = element.splitn(2, '=');
-        match (kv.next().map(str::trim), kv.next()) {
-            (Some("t"), Some(v)) => t = Some(v.trim()),
-            (Some("sig"), Some(v)) => sig = Some(v.trim()),
-            _ => {}
-        }
-    }
-    let (Some(t), Some(sig)) = (t, sig) else {
+    let (Some(t), _, Some(sig)) = elements(header) else {
         return false;
     };
-    let Ok(t_ms) = t.parse::<i64>() else {
+    fresh(t, now_ms, tolerance_ms)
+        && hmac::from_hex(sig)
+            .is_some_and(|mac| hmac::verify(secret.as_bytes(), &[t.as_bytes(), b".", body], &mac))
+}
+
+/// Verify a header made by [`signature_header_with_id`]: as [`verify_signature`], and the
+/// signed `id` must be `expected_id` (the `X-SVC-JOB-ID` the delivery carries).
+pub fn verify_signature_with_id(
+    secret: &str,
+    header: &str,
+    expected_id: &str,
+    body: &[u8],
+    now_ms: i64,
+    tolerance_ms: i64,
+) -> bool {
+    let (Some(t), Some(id), Some(sig)) = elements(header) else {
         return false;
     };
-    if (now_ms - t_ms).abs() > tolerance_ms {
-        return false;
-    }
-    let Some(mac) = hmac::from_hex(sig) else {
-        return false;
-    };
-    hmac::verify(secret.as_bytes(), &[t.as_bytes(), b".", body], &mac)
+    id == expected_id
+        && fresh(t, now_ms, tolerance_ms)
+        && hmac::from_hex(sig).is_some_and(|mac| {
+            hmac::verify(
+                secret.as_bytes(),
+                &[t.as_bytes(), b".", id.as_bytes(), b".", body],
+                &mac,
+            )
+        })
 }
 
 /// Milliseconds to wait before the attempt after attempt number `attempt` (1-based) failed:
@@ -177,6 +227,52 @@ mod tests {
             h,
             "t=1700000000000,sig=4284e27cb13c82554d08fc92e741b8ae1c126aa41c93a3060481666c36909b51"
         );
+    }
+
+    #[test]
+    fn signing_the_job_id_stops_replays_under_another_id() {
+        let body = br#"{"x":"y"}"#;
+        let now = 1_700_000_000_000;
+        let h = signature_header_with_id("s", now, "job-1", body);
+        assert!(h.starts_with("t=1700000000000,id=job-1,sig="), "{h}");
+        assert!(verify_signature_with_id("s", &h, "job-1", body, now, 1_000));
+        assert!(!verify_signature_with_id(
+            "s", &h, "job-2", body, now, 1_000
+        ));
+        let moved = h.replace("id=job-1", "id=job-2");
+        assert!(!verify_signature_with_id(
+            "s", &moved, "job-2", body, now, 1_000
+        ));
+        // A worker checking the spec's scheme refuses it: the option fails closed.
+        assert!(!verify_signature("s", &h, body, now, 1_000));
+    }
+
+    #[test]
+    fn extreme_timestamps_are_refused_without_overflow() {
+        let body = b"{}";
+        let h = signature_header("s", 0, body).replace("t=0000000000000", "t=-9223372036854775808");
+        assert!(!verify_signature("s", &h, body, i64::MAX, 300_000));
+        assert!(!verify_signature(
+            "s",
+            &signature_header("s", i64::MAX, body),
+            body,
+            i64::MIN,
+            1
+        ));
+        assert!(verify_signature(
+            "s",
+            &signature_header("s", 5, body),
+            body,
+            5,
+            0
+        ));
+        assert!(!verify_signature(
+            "s",
+            &signature_header("s", 5, body),
+            body,
+            5,
+            -1
+        ));
     }
 
     #[test]

@@ -334,8 +334,15 @@ async fn a_query_of_thousands_of_regexes_is_refused_and_takes_no_memory() {
     let (a, b) = tokio::join!(send(), send());
     for r in [a, b] {
         let r = r.expect(422);
-        assert!(r.text.contains("all the $regexes of one selector"), "{}", r.text);
+        assert!(
+            r.text.contains("all the $regexes of one selector"),
+            "{}",
+            r.text
+        );
     }
     let rss = rss_kib(p.pid());
-    assert!(rss < 200 * 1024, "the server holds {rss} KiB after the queries");
+    assert!(
+        rss < 200 * 1024,
+        "the server holds {rss} KiB after the queries"
+    );
 }

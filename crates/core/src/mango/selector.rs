@@ -156,7 +156,12 @@ impl Selector {
                 "a selector must be a JSON object, not {v}"
             )));
         };
-        parse_object(m, &FieldPath::root(), Ctx::Top, &mut Budget::for_selector(v))
+        parse_object(
+            m,
+            &FieldPath::root(),
+            Ctx::Top,
+            &mut Budget::for_selector(v),
+        )
     }
 
     /// Whether `doc` matches.

@@ -303,10 +303,10 @@ fn one_selector_cannot_take_unbounded_memory() {
         .collect();
     assert!(Selector::parse(&json!({"$or": simple})).is_ok());
     // Past MAX_SELECTOR_NODES conditions: refused with the limit named.
-    let huge: Vec<Value> = (0..MAX_SELECTOR_NODES)
-        .map(|i| json!({"n": i}))
-        .collect();
-    let msg = Selector::parse(&json!({"$or": huge})).unwrap_err().to_string();
+    let huge: Vec<Value> = (0..MAX_SELECTOR_NODES).map(|i| json!({"n": i})).collect();
+    let msg = Selector::parse(&json!({"$or": huge}))
+        .unwrap_err()
+        .to_string();
     assert_eq!(
         msg,
         format!(

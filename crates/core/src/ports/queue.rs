@@ -56,6 +56,9 @@ pub struct QueueConfig {
     pub timeout_secs: u32,
     /// Retries after a connection failure or timeout before the job goes to ERROR (0–25).
     pub retries: u32,
+    /// Sign the job's id with the body (`"signJobId": true`), so a delivery cannot be
+    /// replayed under another id; see [`crate::delivery`].
+    pub sign_job_id: bool,
 }
 
 impl QueueConfig {
@@ -67,6 +70,7 @@ impl QueueConfig {
             concurrency: DEFAULT_CONCURRENCY,
             timeout_secs: DEFAULT_TIMEOUT_SECS,
             retries: DEFAULT_RETRIES,
+            sign_job_id: false,
         }
     }
 
@@ -99,12 +103,23 @@ impl QueueConfig {
                 )));
             }
         };
+        let sign_job_id = match body.get("signJobId") {
+            None | Some(Value::Null) => false,
+            Some(Value::Bool(b)) if !*b || secret.is_some() => *b,
+            Some(Value::Bool(_)) => {
+                return Err(Error::invalid(
+                    "\"signJobId\" needs a \"secret\" to sign with",
+                ));
+            }
+            Some(_) => return Err(Error::invalid("\"signJobId\" must be true or false")),
+        };
         Ok(Self {
             target,
             secret,
             concurrency: whole(body, "concurrency", 1, MAX_CONCURRENCY, DEFAULT_CONCURRENCY)?,
             timeout_secs: whole(body, "timeout", 1, MAX_TIMEOUT_SECS, DEFAULT_TIMEOUT_SECS)?,
             retries: whole(body, "retries", 0, MAX_RETRIES, DEFAULT_RETRIES)?,
+            sign_job_id,
         })
     }
 
@@ -118,6 +133,9 @@ impl QueueConfig {
         m.insert("concurrency".into(), Value::from(self.concurrency));
         m.insert("timeout".into(), Value::from(self.timeout_secs));
         m.insert("retries".into(), Value::from(self.retries));
+        if self.sign_job_id {
+            m.insert("signJobId".into(), Value::Bool(true));
+        }
         Value::Object(m)
     }
 

@@ -19,6 +19,7 @@ use quintet_core::{
     AppName, Clock,
     delivery::{
         JOB_ID_HEADER, SIGNATURE_HEADER, backoff_ms, is_forbidden_target, signature_header,
+        signature_header_with_id,
     },
     id::random_bytes,
     ports::queue::{ClaimedJob, MAX_ERROR_BYTES, Outcome, Settlement},
@@ -37,6 +38,7 @@ pub(super) struct Delivery {
     pub clock: Arc<dyn Clock>,
     pub target: Url,
     pub secret: Option<String>,
+    pub sign_job_id: bool,
     pub timeout: Duration,
     pub retries: u32,
     pub backoff_base_ms: u64,
@@ -83,7 +85,11 @@ impl Delivery {
             .header(CONTENT_TYPE, "application/json")
             .header(JOB_ID_HEADER, id);
         if let Some(secret) = &self.secret {
-            let signature = signature_header(secret, sent_at, body.as_bytes());
+            let signature = if self.sign_job_id {
+                signature_header_with_id(secret, sent_at, id, body.as_bytes())
+            } else {
+                signature_header(secret, sent_at, body.as_bytes())
+            };
             req = req.header(SIGNATURE_HEADER, signature);
         }
         match req.body(body).send().await {

@@ -309,6 +309,7 @@ impl Dispatcher {
             clock: Arc::clone(&self.clock),
             target,
             secret: config.secret.clone(),
+            sign_job_id: config.sign_job_id,
             timeout: Duration::from_secs(u64::from(config.timeout_secs)),
             retries: config.retries,
             backoff_base_ms,

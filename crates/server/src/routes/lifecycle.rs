@@ -4,7 +4,7 @@
 use axum::{
     Router,
     extract::{Path, State},
-    http::StatusCode,
+    http::{HeaderName, HeaderValue, StatusCode},
     response::Response,
     routing::put,
 };
@@ -35,9 +35,26 @@ async fn create(
 ) -> ApiResult<Response> {
     let name: InstanceName = name.parse()?;
     let config = InstanceConfig::from_request(kind, body.as_ref())?;
+    let unsigned = matches!(&config, InstanceConfig::Queue(q) if q.secret.is_none());
     state.instances.create(&scope.app(), &name, config).await?;
-    Ok(reply::ok(StatusCode::CREATED))
+    let mut res = reply::ok(StatusCode::CREATED);
+    if unsigned {
+        // The answer stays `{ok:true}` (clients compare it); the warning rides in a header
+        // and the log.
+        tracing::warn!(app = %scope.app(), queue = %name, "queue created without a secret: deliveries are unsigned");
+        res.headers_mut().insert(
+            WARNING_HEADER,
+            HeaderValue::from_static(
+                "the queue has no secret: deliveries are not signed, so its worker cannot tell \
+                 them from forged requests; create it with \"secret\" to sign them",
+            ),
+        );
+    }
+    Ok(res)
 }
+
+/// The header carrying advice about a successful call.
+pub(crate) const WARNING_HEADER: HeaderName = HeaderName::from_static("x-quintet-warning");
 
 /// 200 `{ok:true}`; 404 when missing. Everything stored in the instance is removed.
 async fn destroy(

@@ -7,7 +7,10 @@ use std::{
     time::Duration,
 };
 
-use quintet_core::{ManualClock, delivery::verify_signature};
+use quintet_core::{
+    ManualClock,
+    delivery::{verify_signature, verify_signature_with_id},
+};
 use quintet_testkit::{Answer, PrivateTargetsArg, TestServer, Worker, eventually};
 use reqwest::Method;
 use serde_json::{Value, json};
@@ -95,12 +98,72 @@ async fn a_job_is_delivered_signed_in_javascript_form_and_then_gone() {
     assert_eq!(w.received().len(), 1, "delivered once");
 }
 
+/// `"signJobId": true` signs the job's id too: the delivery cannot be replayed under
+/// another id. Asking for it without a secret is refused.
+#[tokio::test]
+async fn a_queue_may_sign_the_job_id_too() {
+    let s = TestServer::start().await;
+    let w = Worker::start(Answer::Status(200, String::new())).await;
+    let r = s
+        .put(
+            "/queue/q",
+            Some(json!({"target": w.url(), "signJobId": true})),
+        )
+        .await
+        .expect(422);
+    assert_eq!(
+        r.body["msg"],
+        "\"signJobId\" needs a \"secret\" to sign with"
+    );
+    s.create(
+        "queue",
+        "q",
+        Some(json!({"target": w.url(), "secret": "k", "signJobId": true})),
+    )
+    .await
+    .expect(201);
+    let id = enqueue(&s, "q", json!({"a": 1})).await;
+    let got = w.wait_for(1).await;
+    let sig = got[0].header("x-svc-signature").unwrap();
+    assert!(sig.contains(&format!(",id={id},")), "{sig}");
+    let now = quintet_core::Clock::now_ms(&quintet_core::SystemClock);
+    let body = got[0].body.as_bytes();
+    assert!(verify_signature_with_id("k", sig, &id, body, now, 60_000));
+    assert!(!verify_signature_with_id(
+        "k",
+        sig,
+        "another-id",
+        body,
+        now,
+        60_000
+    ));
+}
+
 #[tokio::test]
 async fn without_a_secret_no_signature_is_sent() {
     let s = TestServer::start().await;
     let w = Worker::start(Answer::Status(204, String::new())).await;
-    s.create("queue", "plain", Some(json!({"target": w.url()})))
-        .await;
+    let r = s
+        .create("queue", "plain", Some(json!({"target": w.url()})))
+        .await
+        .expect(201);
+    // The answer is the spec's, with advice in a header.
+    assert_eq!(r.body, json!({"ok": true}));
+    assert!(
+        r.header("x-quintet-warning")
+            .is_some_and(|w| w.contains("no secret")),
+        "{:?}",
+        r.header("x-quintet-warning")
+    );
+    let signed = s
+        .create(
+            "queue",
+            "signed",
+            Some(json!({"target": w.url(), "secret": "k"})),
+        )
+        .await
+        .expect(201);
+    assert_eq!(signed.header("x-quintet-warning"), None);
     enqueue(&s, "plain", json!({"a": 1})).await;
     let got = w.wait_for(1).await;
     assert_eq!(got[0].header("x-svc-signature"), None);

@@ -933,3 +933,34 @@ async fn application_form_needs_the_apps_token_and_presigns_urls_that_need_none(
         .expect(200);
     assert_eq!(r.text, "uploaded");
 }
+
+/// An uploaded HTML page is served as such, but in a sandbox: it cannot run script on the
+/// server's origin (where the console keeps its token), and nothing is sniffed.
+#[tokio::test]
+async fn uploaded_html_cannot_run_on_the_servers_origin() {
+    let s = TestServer::start().await;
+    s.create("storage", "site", None).await.expect(201);
+    let page = "<script>fetch('/_admin/apps')</script>";
+    upload(&s, "/storage/site/evil.html", page, Some("text/html"))
+        .await
+        .expect(200);
+    let r = s.get("/storage/site/evil.html").await.expect(200);
+    assert_eq!(r.header("content-type"), Some("text/html"));
+    assert_eq!(r.header("x-content-type-options"), Some("nosniff"));
+    let csp = r.header("content-security-policy").unwrap();
+    assert!(
+        csp.starts_with("sandbox;") && csp.contains("default-src 'none'"),
+        "{csp}"
+    );
+    // The same through a pre-signed URL.
+    let url = s
+        .get("/storage/site/evil.html?useSignedUrl=true")
+        .await
+        .expect(200)
+        .body["url"]
+        .as_str()
+        .unwrap()
+        .to_owned();
+    let got = s.http().get(&url).send().await.unwrap();
+    assert_eq!(got.headers()["content-security-policy"], csp);
+}
