@@ -36,7 +36,7 @@ use quintet_core::{
         Lifecycle,
         data::{
             BulkOp, BulkOutcome, DocId, DocStore, DocStream, Document, FindOutcome, FindQuery,
-            IndexDef, ListQuery, MAX_INDEXES, RawJson, stored_text,
+            IndexDef, ListQuery, MAX_INDEXES, QUERY_DEADLINE, RawJson, stored_text,
         },
     },
 };
@@ -476,7 +476,7 @@ impl DocStore for SqliteDocStore {
         let indexes = self.reader_indexes(instance).await?;
         let table = self.table(instance);
         self.db()
-            .read(move |c| {
+            .read_bounded(QUERY_DEADLINE, move |c| {
                 let started = Instant::now();
                 let p = plan(&query, &indexes.defs);
                 let mut col = Collector::new(&query, p.ordered);

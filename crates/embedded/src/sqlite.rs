@@ -21,7 +21,11 @@
 use std::{
     panic::{AssertUnwindSafe, catch_unwind},
     path::{Path, PathBuf},
-    sync::{Arc, Mutex, mpsc},
+    sync::{
+        Arc, Mutex,
+        atomic::{AtomicBool, Ordering},
+        mpsc,
+    },
     thread,
     time::Duration,
 };
@@ -29,6 +33,10 @@ use std::{
 use quintet_core::{Error, Result};
 use rusqlite::{Connection, OpenFlags};
 use tokio::sync::oneshot;
+
+/// SQLite virtual-machine steps between two looks at a bounded read's deadline and
+/// cancellation: frequent enough to stop within milliseconds, rare enough to cost nothing.
+const PROGRESS_OPS: i32 = 10_000;
 
 /// Most writes committed together in one transaction.
 pub const MAX_BATCH: usize = 1024;
@@ -225,6 +233,54 @@ impl SqliteDb {
             .map_err(|e| Error::internal(format!("a read task failed: {e}")))?
     }
 
+    /// Like [`SqliteDb::read`] for reads that may scan a whole table: SQLite interrupts `f`
+    /// once it has run for `limit` (an [`Error::Invalid`] naming the limit: the request asked
+    /// for too much work), or as soon as the caller stops waiting (the client went away and
+    /// the request's future was dropped).
+    pub async fn read_bounded<T, F>(&self, limit: Duration, f: F) -> Result<T>
+    where
+        T: Send + 'static,
+        F: FnOnce(&Connection) -> Result<T> + Send + 'static,
+    {
+        /// Cancels the read when the waiting future is dropped before it finished.
+        struct CancelOnDrop(Arc<AtomicBool>);
+        impl Drop for CancelOnDrop {
+            fn drop(&mut self) {
+                self.0.store(true, Ordering::Relaxed);
+            }
+        }
+        let cancelled = Arc::new(AtomicBool::new(false));
+        let _guard = CancelOnDrop(Arc::clone(&cancelled));
+        let deadline = std::time::Instant::now() + limit;
+        let inner = Arc::clone(&self.inner);
+        let out = tokio::task::spawn_blocking(move || {
+            inner.with_reader_mut(|conn| {
+                let stop = Arc::clone(&cancelled);
+                conn.progress_handler(
+                    PROGRESS_OPS,
+                    Some(move || {
+                        stop.load(Ordering::Relaxed) || std::time::Instant::now() >= deadline
+                    }),
+                )
+                .map_err(sql_error)?;
+                let out = f(conn);
+                conn.progress_handler(0, None::<fn() -> bool>)
+                    .map_err(sql_error)?;
+                out
+            })
+        })
+        .await
+        .map_err(|e| Error::internal(format!("a read task failed: {e}")))?;
+        match out {
+            Err(_) if std::time::Instant::now() >= deadline => Err(Error::Invalid(format!(
+                "the query ran longer than the {} s a query may take; narrow the selector, \
+                 use an index (POST …/_index) or page with a range on an indexed field",
+                limit.as_secs()
+            ))),
+            other => other,
+        }
+    }
+
     /// Run `f` with a reader connection on the calling thread. Only for point lookups by
     /// key, which finish in microseconds; anything longer belongs in [`SqliteDb::read`].
     pub fn read_now<T>(&self, f: impl FnOnce(&Connection) -> Result<T>) -> Result<T> {
@@ -248,12 +304,16 @@ impl SqliteDb {
 
 impl Inner {
     fn with_reader<T>(&self, f: impl FnOnce(&Connection) -> Result<T>) -> Result<T> {
+        self.with_reader_mut(|c| f(c))
+    }
+
+    fn with_reader_mut<T>(&self, f: impl FnOnce(&mut Connection) -> Result<T>) -> Result<T> {
         let pooled = self.readers.lock().ok().and_then(|mut pool| pool.pop());
-        let conn = match pooled {
+        let mut conn = match pooled {
             Some(c) => c,
             None => open_reader(&self.path)?,
         };
-        let result = f(&conn);
+        let result = f(&mut conn);
         if let Ok(mut pool) = self.readers.lock()
             && pool.len() < self.max_idle_readers
         {
@@ -498,6 +558,58 @@ mod tests {
             SqliteOptions::default(),
         )
         .unwrap()
+    }
+
+    /// A read that never ends on its own.
+    const ENDLESS: &str = "WITH RECURSIVE r(i) AS (SELECT 1 UNION ALL SELECT i + 1 FROM r) \
+                           SELECT count(*) FROM r";
+
+    #[tokio::test]
+    async fn a_bounded_read_is_stopped_at_its_limit() {
+        let dir = tempfile::tempdir().unwrap();
+        let db = open(dir.path());
+        let err = db
+            .read_bounded(Duration::from_millis(50), |c| {
+                c.query_row(ENDLESS, [], |r| r.get::<_, i64>(0))
+                    .map_err(sql_error)
+            })
+            .await
+            .unwrap_err();
+        assert!(
+            matches!(&err, Error::Invalid(m) if m.contains("ran longer than the 0 s")),
+            "{err:?}"
+        );
+        // The reader is fine afterwards.
+        let n = db
+            .read_bounded(Duration::from_secs(5), |c| {
+                c.query_row("SELECT 41 + 1", [], |r| r.get::<_, i64>(0))
+                    .map_err(sql_error)
+            })
+            .await
+            .unwrap();
+        assert_eq!(n, 42);
+    }
+
+    #[tokio::test]
+    async fn a_bounded_read_stops_when_its_caller_goes_away() {
+        let dir = tempfile::tempdir().unwrap();
+        let db = open(dir.path());
+        let (done_tx, done_rx) = std::sync::mpsc::channel();
+        let read = db.read_bounded(Duration::from_secs(3600), move |c| {
+            let r = c.query_row(ENDLESS, [], |r| r.get::<_, i64>(0));
+            let _ = done_tx.send(r.is_err());
+            Ok(())
+        });
+        // The client goes away: the request's future is dropped while the read runs.
+        assert!(
+            tokio::time::timeout(Duration::from_millis(50), read)
+                .await
+                .is_err()
+        );
+        let interrupted = tokio::task::spawn_blocking(move || done_rx.recv().unwrap())
+            .await
+            .unwrap();
+        assert!(interrupted, "the endless read ended, interrupted");
     }
 
     async fn insert(db: &SqliteDb, k: &str, v: i64) -> Result<()> {

@@ -10,6 +10,9 @@ use crate::{Error, Result};
 pub const DEFAULT_LIMIT: usize = 25;
 /// Largest `limit` a query may ask for.
 pub const MAX_LIMIT: usize = 100_000;
+/// Most documents a query may skip: skipped documents are still read, so a large `skip`
+/// costs as much as returning them (keyset paging on an indexed field does not).
+pub const MAX_SKIP: usize = 100_000;
 /// Most fields in one index.
 pub const MAX_INDEX_FIELDS: usize = 16;
 /// Longest index name, in bytes.
@@ -126,6 +129,14 @@ impl FindQuery {
         }
         if let Some(s) = present(m, "skip") {
             q.skip = count(s, "skip")?;
+            if q.skip > MAX_SKIP {
+                return Err(Error::invalid(format!(
+                    "\"skip\" is {}, more than the maximum of {MAX_SKIP}: every skipped \
+                     document is still read; page with a range on an indexed field instead \
+                     (e.g. {{\"selector\": {{\"year\": {{\"$gt\": <last year seen>}}}}}})",
+                    q.skip
+                )));
+            }
         }
         if let Some(u) = present(m, "use_index") {
             q.use_index = Some(match u {
@@ -448,6 +459,11 @@ mod tests {
         assert_eq!(
             err(json!([])),
             "a query must be a JSON object such as {\"selector\": {…}}, not []"
+        );
+        assert!(FindQuery::from_json(&json!({"skip": MAX_SKIP})).is_ok());
+        assert!(
+            err(json!({"skip": MAX_SKIP + 1}))
+                .starts_with("\"skip\" is 100001, more than the maximum of 100000"),
         );
     }
 

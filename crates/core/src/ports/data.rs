@@ -29,6 +29,11 @@ pub const MAX_DOC_BYTES: usize = 8 * 1024 * 1024;
 pub const MAX_BULK_ENTRIES: usize = 10_000;
 /// Most indexes per instance.
 pub const MAX_INDEXES: usize = 64;
+/// Longest a query ([`DocStore::find`]) may run before it is stopped with
+/// [`crate::Error::Invalid`]: one request cannot hold a reader (or a PostgreSQL backend)
+/// for longer. Adapters also stop a query once its caller stops waiting, where the engine
+/// allows.
+pub const QUERY_DEADLINE: std::time::Duration = std::time::Duration::from_secs(30);
 
 /// A document id: 1 to [`MAX_ID_BYTES`] bytes of UTF-8 without control characters, not
 /// beginning with `_` (names beginning with `_` are routes such as `_query`). Ids compare

@@ -8,7 +8,7 @@ use futures_util::stream;
 use quintet_core::{
     Error, Instance, Result,
     mango::{Collector, plan},
-    ports::data::{DocId, DocStream, FindOutcome, FindQuery, ListQuery, RawJson},
+    ports::data::{DocId, DocStream, FindOutcome, FindQuery, ListQuery, QUERY_DEADLINE, RawJson},
 };
 use serde_json::value::RawValue;
 use tokio_postgres::{IsolationLevel, types::ToSql};
@@ -180,7 +180,29 @@ impl Lister {
     }
 }
 
+/// Run a query, for at most [`QUERY_DEADLINE`]: PostgreSQL cancels each of its statements
+/// past it (`statement_timeout`), and the whole walk is abandoned past it too (a dropped
+/// transaction is rolled back).
 pub(super) async fn find(
+    store: &PgDocStore,
+    instance: &Instance,
+    query: FindQuery,
+) -> Result<FindOutcome> {
+    let too_long = || {
+        Error::Invalid(format!(
+            "the query ran longer than the {} s a query may take; narrow the selector, use \
+             an index (POST …/_index) or page with a range on an indexed field",
+            QUERY_DEADLINE.as_secs()
+        ))
+    };
+    match tokio::time::timeout(QUERY_DEADLINE, find_within(store, instance, query)).await {
+        Ok(Err(Error::Internal(detail))) if detail.contains("statement timeout") => Err(too_long()),
+        Ok(result) => result,
+        Err(_) => Err(too_long()),
+    }
+}
+
+async fn find_within(
     store: &PgDocStore,
     instance: &Instance,
     query: FindQuery,
@@ -195,6 +217,12 @@ pub(super) async fn find(
         .start()
         .await
         .map_err(pg_error)?;
+    tx.batch_execute(&format!(
+        "SET LOCAL statement_timeout = {}",
+        QUERY_DEADLINE.as_millis()
+    ))
+    .await
+    .map_err(pg_error)?;
     let version: i64 = tx
         .query_opt(
             "SELECT indexes FROM quintet_data_instances WHERE instance = $1",
