@@ -55,6 +55,7 @@ impl Plan {
                 deliveries_per_app: 16,
                 object_bytes: 100 * MIB,
                 stored_bytes_per_app: 5 * GIB,
+                cache_bytes_per_app: 64 * MIB,
             },
             Self::Pro => Limits {
                 instances_per_app: 100,
@@ -62,6 +63,7 @@ impl Plan {
                 deliveries_per_app: 64,
                 object_bytes: GIB,
                 stored_bytes_per_app: 100 * GIB,
+                cache_bytes_per_app: 512 * MIB,
             },
             Self::Business => Limits {
                 instances_per_app: 500,
@@ -69,6 +71,7 @@ impl Plan {
                 deliveries_per_app: 256,
                 object_bytes: 5 * GIB,
                 stored_bytes_per_app: 1024 * GIB,
+                cache_bytes_per_app: 4 * GIB,
             },
         }
     }
@@ -164,9 +167,26 @@ pub struct Limits {
     pub object_bytes: u64,
     /// Bytes of storage objects the application may keep in all.
     pub stored_bytes_per_app: u64,
+    /// Bytes (keys plus values) the application's cache entries may take in all: its share
+    /// of the cache, whatever the server's bound.
+    pub cache_bytes_per_app: u64,
 }
 
 impl Limits {
+    /// [`Error::Forbidden`] naming the plan and the limit when an application of `plan` that
+    /// keeps `used` bytes of `what` (limited to `limit`) may not add `adding` more.
+    pub fn check_bytes(plan: Plan, what: &str, limit: u64, used: u64, adding: u64) -> Result<()> {
+        if used.saturating_add(adding) <= limit {
+            return Ok(());
+        }
+        Err(Error::Forbidden(format!(
+            "this application keeps {} of {what}, and its account's {plan} plan allows {} per \
+             application; remove some or move the account to a larger plan",
+            human_bytes(used),
+            human_bytes(limit)
+        )))
+    }
+
     /// [`Error::Forbidden`] naming the plan and the limit when an application of `plan`
     /// that has `current` of `what` (counted by `limit`) may not have one more.
     pub fn check_count(plan: Plan, what: &str, limit: usize, current: usize) -> Result<()> {
@@ -178,6 +198,88 @@ impl Limits {
              {what} per application; delete one or move the account to a larger plan"
         )))
     }
+}
+
+/// The limits of every plan: [`Plan::limits`], with an operator's changes.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct PlanLimits([Limits; 3]);
+
+impl Default for PlanLimits {
+    fn default() -> Self {
+        Self(Plan::ALL.map(Plan::limits))
+    }
+}
+
+impl PlanLimits {
+    /// The limits of `plan`.
+    pub fn of(&self, plan: Plan) -> Limits {
+        self.0[plan as usize]
+    }
+
+    /// The defaults changed by `changes`: `{"<plan>": {"<limit>": <whole number>, …}, …}`,
+    /// limits named as [`Limits`]' fields (`object_bytes`, `queues_per_app`, …).
+    pub fn with_changes(changes: &serde_json::Value) -> Result<Self> {
+        let mut out = Self::default();
+        let bad = |what: String| {
+            Error::invalid(format!(
+                "plan limits: {what}; write {{\"starter\": {{\"object_bytes\": 10485760}}}} \
+                 with the plans starter, pro, business and the limits instances_per_app, \
+                 queues_per_app, deliveries_per_app, object_bytes, stored_bytes_per_app, \
+                 cache_bytes_per_app"
+            ))
+        };
+        let plans = changes
+            .as_object()
+            .ok_or_else(|| bad("they are not an object".into()))?;
+        for (plan, limits) in plans {
+            let plan: Plan = plan
+                .parse()
+                .map_err(|_| bad(format!("unknown plan {plan:?}")))?;
+            let limits = limits
+                .as_object()
+                .ok_or_else(|| bad(format!("the limits of {plan} are not an object")))?;
+            let l = &mut out.0[plan as usize];
+            for (name, value) in limits {
+                let n = value
+                    .as_u64()
+                    .filter(|n| *n > 0)
+                    .ok_or_else(|| bad(format!("{plan}.{name} is not a whole number above 0")))?;
+                let count = usize::try_from(n).unwrap_or(usize::MAX);
+                match name.as_str() {
+                    "instances_per_app" => l.instances_per_app = count,
+                    "queues_per_app" => l.queues_per_app = count,
+                    "deliveries_per_app" => l.deliveries_per_app = count,
+                    "object_bytes" => l.object_bytes = n,
+                    "stored_bytes_per_app" => l.stored_bytes_per_app = n,
+                    "cache_bytes_per_app" => l.cache_bytes_per_app = n,
+                    other => return Err(bad(format!("unknown limit {other:?}"))),
+                }
+            }
+        }
+        Ok(out)
+    }
+}
+
+/// A byte count for people: `512 MiB`, `1.5 GiB`, `700 bytes`.
+pub fn human_bytes(n: u64) -> String {
+    const UNITS: [(&str, u64); 4] = [
+        ("TiB", 1 << 40),
+        ("GiB", 1 << 30),
+        ("MiB", 1 << 20),
+        ("KiB", 1 << 10),
+    ];
+    for (unit, size) in UNITS {
+        if n >= size {
+            let whole = n / size;
+            let tenth = (n % size) * 10 / size;
+            return if tenth == 0 {
+                format!("{whole} {unit}")
+            } else {
+                format!("{whole}.{tenth} {unit}")
+            };
+        }
+    }
+    format!("{n} bytes")
 }
 
 /// An account as the registry records it.
@@ -273,6 +375,7 @@ mod tests {
             assert!(a.deliveries_per_app < b.deliveries_per_app);
             assert!(a.object_bytes < b.object_bytes);
             assert!(a.stored_bytes_per_app < b.stored_bytes_per_app);
+            assert!(a.cache_bytes_per_app < b.cache_bytes_per_app);
         }
         assert!(Limits::check_count(Plan::Starter, "queues", 5, 4).is_ok());
         assert_eq!(
@@ -280,6 +383,48 @@ mod tests {
             Err(Error::Forbidden(
                 "this application's account is on the starter plan, which allows at most 5 \
                  queues per application; delete one or move the account to a larger plan"
+                    .into()
+            ))
+        );
+    }
+
+    #[test]
+    fn operators_may_change_plan_limits() {
+        let l = PlanLimits::with_changes(&serde_json::json!({
+            "Pro": {"object_bytes": 10, "queues_per_app": 2}
+        }))
+        .unwrap();
+        assert_eq!(l.of(Plan::Pro).object_bytes, 10);
+        assert_eq!(l.of(Plan::Pro).queues_per_app, 2);
+        assert_eq!(
+            l.of(Plan::Pro).cache_bytes_per_app,
+            Plan::Pro.limits().cache_bytes_per_app
+        );
+        assert_eq!(l.of(Plan::Starter), Plan::Starter.limits());
+        for bad in [
+            serde_json::json!([]),
+            serde_json::json!({"gold": {}}),
+            serde_json::json!({"pro": {"objects": 1}}),
+            serde_json::json!({"pro": {"object_bytes": 0}}),
+            serde_json::json!({"pro": {"object_bytes": "1MB"}}),
+        ] {
+            assert!(PlanLimits::with_changes(&bad).is_err(), "{bad}");
+        }
+    }
+
+    #[test]
+    fn byte_limits_name_the_plan_and_read_as_people_write_them() {
+        assert_eq!(human_bytes(700), "700 bytes");
+        assert_eq!(human_bytes(64 << 20), "64 MiB");
+        assert_eq!(human_bytes(3 << 29), "1.5 GiB");
+        let limit = Plan::Starter.limits().cache_bytes_per_app;
+        assert!(Limits::check_bytes(Plan::Starter, "cache", limit, limit - 10, 10).is_ok());
+        assert_eq!(
+            Limits::check_bytes(Plan::Starter, "cache entries", limit, limit - 10, 11),
+            Err(Error::Forbidden(
+                "this application keeps 63.9 MiB of cache entries, and its account's starter \
+                 plan allows 64 MiB per application; remove some or move the account to a \
+                 larger plan"
                     .into()
             ))
         );

@@ -11,10 +11,10 @@
 //! That scheme, the spec's, leaves the job's id unsigned: a captured delivery can be sent
 //! again under a new `X-SVC-JOB-ID`, and a worker that deduplicates by id takes it as a new
 //! job. A queue created with `"signJobId": true` signs the id too:
-//! `X-SVC-SIGNATURE: t=<ms>,id=<job id>,sig=<hex>` with the MAC over `<ms>` + `.` + the id
-//! + `.` + the body ([`signature_header_with_id`], [`verify_signature_with_id`]). A worker
-//! checking the spec's scheme refuses such a header (its MAC does not match), so the option
-//! fails closed.
+//! `X-SVC-SIGNATURE: t=<ms>,id=<job id>,sig=<hex>` with the MAC over `<ms>.<id>.<body>`
+//! ([`signature_header_with_id`], [`verify_signature_with_id`]). A worker checking the
+//! spec's scheme refuses such a header (its MAC does not match), so the option fails
+//! closed.
 //!
 //! # Retries
 //! A delivery that could not reach the worker (connection refused, reset, timeout) is tried

@@ -193,6 +193,10 @@ impl<'de> Deserialize<'de> for ListenAddr {
     }
 }
 
+fn json_value(text: &str) -> Result<serde_json::Value, String> {
+    serde_json::from_str(text).map_err(|e| format!("not JSON: {e}"))
+}
+
 fn boolish() -> clap::builder::BoolishValueParser {
     clap::builder::BoolishValueParser::new()
 }
@@ -387,6 +391,14 @@ pub struct ServeArgs {
     #[arg(long, value_name = "URL", hide_env_values = true)]
     pub queue_egress_proxy: Option<String>,
 
+    /// Changes to the limits of the plans, as JSON (in the file, a table): e.g.
+    /// {"starter": {"object_bytes": 10485760, "queues_per_app": 2}}. Limits:
+    /// instances_per_app, queues_per_app, deliveries_per_app, object_bytes,
+    /// stored_bytes_per_app, cache_bytes_per_app (see docs/security.md) [default: the
+    /// built-in limits]
+    #[arg(long, value_name = "JSON", value_parser = json_value)]
+    pub plan_limits: Option<serde_json::Value>,
+
     /// Milliseconds before the first retry of an unreachable queue worker; doubles with each
     /// retry (with jitter), up to an hour [default: 5000]
     #[arg(long, value_name = "MS")]
@@ -540,6 +552,10 @@ impl ServeArgs {
             (None, Some(true)) => PrivateTargetsArg::Deny,
             (None, _) => PrivateTargetsArg::Domain,
         };
+        let plan_limits = match &s.plan_limits {
+            Some(changes) => quintet_core::accounts::PlanLimits::with_changes(changes)?,
+            None => quintet_core::accounts::PlanLimits::default(),
+        };
         let queue_egress_proxy = s
             .queue_egress_proxy
             .map(|u| check_proxy_url(&u))
@@ -573,6 +589,7 @@ impl ServeArgs {
                     PrivateTargetsArg::Allow => PrivateTargets::Allow,
                 },
                 queue_egress_proxy,
+                plan_limits,
                 queue_backoff: s
                     .queue_backoff_ms
                     .map(Duration::from_millis)

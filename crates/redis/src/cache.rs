@@ -224,6 +224,29 @@ impl AsyncPage for Collect<'_> {
     }
 }
 
+/// Add up the bytes of the entries found: each key's cache-key part plus its stored value
+/// without the expiry header (keys of an instance end with `:<cache key>`, and cache keys
+/// hold no `:`).
+struct Sizes<'a>(&'a mut u64);
+
+impl AsyncPage for Sizes<'_> {
+    async fn take(&mut self, conn: &mut ConnectionManager, keys: Vec<String>) -> Result<()> {
+        let mut pipe = redis::pipe();
+        for k in &keys {
+            pipe.cmd("STRLEN").arg(k);
+        }
+        let lengths: Vec<u64> = pipe.query_async(conn).await.map_err(redis_error)?;
+        for (k, len) in keys.iter().zip(lengths) {
+            if len == 0 {
+                continue; // gone since the SCAN
+            }
+            let key_len = k.rsplit(':').next().map_or(0, str::len) as u64;
+            *self.0 += key_len + len.saturating_sub(keys::HEADER_LEN as u64);
+        }
+        Ok(())
+    }
+}
+
 /// The arguments of a write of `value` with `ttl` at `now`: the stored string and the PX.
 fn write_args(value: &CacheValue, ttl: Option<Ttl>, now: i64) -> (Vec<u8>, i64) {
     match ttl {
@@ -237,6 +260,13 @@ fn write_args(value: &CacheValue, ttl: Option<Ttl>, now: i64) -> (Vec<u8>, i64) 
 
 #[async_trait]
 impl Cache for RedisCache {
+    async fn stored_bytes(&self, instance: &Instance) -> Result<u64> {
+        let mut total = 0;
+        self.scan(&self.layout.all_of(instance.id), Sizes(&mut total))
+            .await?;
+        Ok(total)
+    }
+
     async fn add(
         &self,
         instance: &Instance,

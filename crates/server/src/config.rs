@@ -46,6 +46,8 @@ pub struct Config {
     pub queue_private_targets: PrivateTargets,
     /// An HTTP(S) proxy every delivery goes through, when set.
     pub queue_egress_proxy: Option<String>,
+    /// What each plan allows an application.
+    pub plan_limits: quintet_core::accounts::PlanLimits,
     /// Delay before the first retry of an unreachable queue worker; it doubles with each
     /// further retry (with jitter), up to an hour.
     pub queue_backoff: Duration,
@@ -127,6 +129,7 @@ impl Default for Config {
             cors_origins: Vec::new(),
             queue_private_targets: PrivateTargets::default(),
             queue_egress_proxy: None,
+            plan_limits: quintet_core::accounts::PlanLimits::default(),
             queue_backoff: DEFAULT_QUEUE_BACKOFF,
             domain_auth: DomainAuth::None,
             jwt_max_ttl: None,

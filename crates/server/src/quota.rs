@@ -10,7 +10,7 @@ use std::{collections::HashMap, sync::Arc, sync::Mutex};
 
 use quintet_core::{
     AppName, Clock, Result,
-    accounts::{Limits, Plan},
+    accounts::{Limits, Plan, PlanLimits},
     ports::registry::Registry,
 };
 
@@ -22,15 +22,17 @@ pub const TTL_MS: i64 = 5_000;
 pub struct Quotas {
     registry: Arc<dyn Registry>,
     clock: Arc<dyn Clock>,
+    limits: PlanLimits,
     cache: Mutex<HashMap<AppName, (i64, Option<Plan>)>>,
 }
 
 impl Quotas {
-    /// Plans looked up in `registry`, timed by `clock`.
-    pub fn new(registry: Arc<dyn Registry>, clock: Arc<dyn Clock>) -> Self {
+    /// Plans looked up in `registry`, timed by `clock`, allowing `limits`.
+    pub fn new(registry: Arc<dyn Registry>, clock: Arc<dyn Clock>, limits: PlanLimits) -> Self {
         Self {
             registry,
             clock,
+            limits,
             cache: Mutex::new(HashMap::new()),
         }
     }
@@ -49,7 +51,7 @@ impl Quotas {
         if let Some(&(at, plan)) = self.lock().get(app)
             && now.saturating_sub(at) < TTL_MS
         {
-            return Ok(plan.map(|p| (p, p.limits())));
+            return Ok(plan.map(|p| (p, self.limits.of(p))));
         }
         let plan = match self.registry.get_app(app).await? {
             Some(found) => match found.account {
@@ -67,11 +69,92 @@ impl Quotas {
             cache.clear();
         }
         cache.insert(app.clone(), (now, plan));
-        Ok(plan.map(|p| (p, p.limits())))
+        Ok(plan.map(|p| (p, self.limits.of(p))))
     }
 
     /// Forget every cached plan (a plan changed).
     pub fn forget_all(&self) {
         self.lock().clear();
+    }
+}
+
+/// How long a measured usage is trusted, in milliseconds. Between measures, this node
+/// adds what it writes, so a burst of uploads is counted at once.
+pub const USAGE_TTL_MS: i64 = 5_000;
+
+/// What a plan's byte quotas count.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum Counted {
+    /// Storage objects.
+    Storage,
+    /// Cache entries.
+    Cache,
+}
+
+/// The bytes each application keeps in storage and in the cache, measured through the
+/// ports at most [`USAGE_TTL_MS`] ago. Quotas checked against it are approximate across
+/// nodes by that much: another node's writes are seen at the next measure.
+#[derive(Debug)]
+pub struct Usage {
+    services: Arc<crate::state::Services>,
+    clock: Arc<dyn Clock>,
+    measured: Mutex<HashMap<(AppName, Counted), (i64, u64)>>,
+}
+
+impl Usage {
+    /// Usage measured through `services`, timed by `clock`.
+    pub fn new(services: Arc<crate::state::Services>, clock: Arc<dyn Clock>) -> Self {
+        Self {
+            services,
+            clock,
+            measured: Mutex::new(HashMap::new()),
+        }
+    }
+
+    fn lock(&self) -> std::sync::MutexGuard<'_, HashMap<(AppName, Counted), (i64, u64)>> {
+        self.measured.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
+    /// The bytes `app` keeps of `what`.
+    pub async fn of(&self, app: &AppName, what: Counted) -> Result<u64> {
+        let now = self.clock.now_ms();
+        if let Some(&(at, bytes)) = self.lock().get(&(app.clone(), what))
+            && now.saturating_sub(at) < USAGE_TTL_MS
+        {
+            return Ok(bytes);
+        }
+        let kind = match what {
+            Counted::Storage => quintet_core::ServiceType::Storage,
+            Counted::Cache => quintet_core::ServiceType::Cache,
+        };
+        let mut total = 0u64;
+        for instance in self.services.registry.list_instances(Some(app)).await? {
+            if instance.kind() != kind {
+                continue;
+            }
+            let bytes = match what {
+                Counted::Storage => self.services.storage.stored_bytes(&instance).await,
+                Counted::Cache => self.services.cache.stored_bytes(&instance).await,
+            };
+            match bytes {
+                Ok(b) => total = total.saturating_add(b),
+                // Destroyed meanwhile: it keeps nothing.
+                Err(quintet_core::Error::NotFound(_)) => {}
+                Err(e) => return Err(e),
+            }
+        }
+        let mut measured = self.lock();
+        if measured.len() > 100_000 {
+            measured.clear();
+        }
+        measured.insert((app.clone(), what), (now, total));
+        Ok(total)
+    }
+
+    /// This node just wrote `bytes` more of `what` for `app`.
+    pub fn add(&self, app: &AppName, what: Counted, bytes: u64) {
+        if let Some(entry) = self.lock().get_mut(&(app.clone(), what)) {
+            entry.1 = entry.1.saturating_add(bytes);
+        }
     }
 }

@@ -16,8 +16,15 @@ use quintet_core::{
 };
 
 use crate::{
-    auth::Auth, changes::CacheInvalidator, config::Config, cors::OriginPolicy,
-    dispatch::Dispatcher, hosts::HostPolicy, instances::Instances, metrics::Metrics, quota::Quotas,
+    auth::Auth,
+    changes::CacheInvalidator,
+    config::Config,
+    cors::OriginPolicy,
+    dispatch::Dispatcher,
+    hosts::HostPolicy,
+    instances::Instances,
+    metrics::Metrics,
+    quota::{Quotas, Usage},
 };
 
 /// One adapter per port, chosen by the binary.
@@ -122,6 +129,8 @@ pub struct AppState {
     pub origins: Arc<OriginPolicy>,
     /// Each application's plan limits.
     pub quotas: Arc<Quotas>,
+    /// The bytes each application keeps, for its plan's quotas.
+    pub usage: Arc<Usage>,
 }
 
 impl AppState {
@@ -137,6 +146,7 @@ impl AppState {
         let quotas = Arc::new(Quotas::new(
             Arc::clone(&services.registry),
             Arc::clone(&clock),
+            config.plan_limits.clone(),
         ));
         let dispatcher = Dispatcher::new(
             Arc::clone(&services.queue),
@@ -172,12 +182,14 @@ impl AppState {
             config.tls.is_some(),
             config.public_url.as_deref(),
         ));
+        let usage = Arc::new(Usage::new(Arc::clone(&services), Arc::clone(&clock)));
         Self {
             instances,
             services,
             hosts,
             origins,
             quotas,
+            usage,
             config: Arc::new(config),
             metrics: Arc::new(Metrics::default()),
             auth: Arc::new(auth),

@@ -80,4 +80,8 @@ pub trait Cache: Lifecycle {
 
     /// Live entries whose key matches `pattern`, sorted by key (byte order).
     async fn query(&self, instance: &Instance, pattern: &Glob) -> Result<Vec<CacheEntry>>;
+
+    /// The bytes (keys plus values) the instance's live entries take; what a plan's cache
+    /// share counts. May visit every entry: callers cache it.
+    async fn stored_bytes(&self, instance: &Instance) -> Result<u64>;
 }

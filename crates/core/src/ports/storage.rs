@@ -102,6 +102,10 @@ pub trait BlobStore: Lifecycle {
 
     /// Objects matching `query`, in path order.
     async fn list(&self, instance: &Instance, query: ListQuery<'_>) -> Result<Vec<ObjectMeta>>;
+
+    /// The bytes the instance's objects take, as `head` reports their sizes; what a plan's
+    /// storage quota counts. May read every object's metadata: callers cache it.
+    async fn stored_bytes(&self, instance: &Instance) -> Result<u64>;
 }
 
 /// Stores that hand out URLs granting one operation on one object until they expire.

@@ -525,6 +525,13 @@ impl Index {
     /// Live keys of `inst` matching `glob`, in key order, starting after `after`; looks at
     /// no more than `budget` keys (at least one). Returns the matches with their values
     /// when held in memory and, when the budget ran out first, the key to resume after.
+    /// The bytes of the live entries of instance `inst` at `now`.
+    pub(crate) fn instance_bytes(&self, inst: InstanceId, now: i64) -> u64 {
+        self.shelves.get(&inst).map_or(0, |shelf| {
+            shelf.values().filter(|m| m.live(now)).map(|m| m.size).sum()
+        })
+    }
+
     pub(crate) fn scan(
         &self,
         inst: InstanceId,

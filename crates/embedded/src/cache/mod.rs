@@ -403,6 +403,11 @@ impl Cache for EmbeddedCache {
         .await
     }
 
+    async fn stored_bytes(&self, instance: &Instance) -> Result<u64> {
+        let now = self.inner.clock.now_ms();
+        Ok(self.inner.lock().instance_bytes(instance.id, now))
+    }
+
     async fn query(&self, instance: &Instance, pattern: &Glob) -> Result<Vec<CacheEntry>> {
         self.ensure_reaper();
         let now = self.inner.clock.now_ms();

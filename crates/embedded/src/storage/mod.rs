@@ -611,6 +611,22 @@ impl BlobStore for FsBlobStore {
             })
             .await
     }
+
+    async fn stored_bytes(&self, instance: &Instance) -> Result<u64> {
+        let table = self.tables.table(instance.id);
+        self.db()
+            .read(move |c| {
+                let sum: i64 = c
+                    .query_row(
+                        &format!("SELECT COALESCE(SUM(size), 0) FROM \"{table}\""),
+                        [],
+                        |r| r.get(0),
+                    )
+                    .map_err(sql_error)?;
+                Ok(u64::try_from(sum).unwrap_or(0))
+            })
+            .await
+    }
 }
 
 #[async_trait]

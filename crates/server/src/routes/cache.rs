@@ -17,6 +17,7 @@ use axum::{
 };
 use quintet_core::{
     Error,
+    accounts::Limits,
     cache::{CacheKey, CacheValue, Glob, Ttl},
     ports::cache::{CacheEntry, SetMode},
 };
@@ -26,6 +27,7 @@ use serde_json::{Value, value::RawValue};
 use crate::{
     error::{ApiError, ApiResult},
     extract::{self, Inst, Json, LegacyGet, kind},
+    quota::Counted,
     reply,
     scope::Scope,
     state::AppState,
@@ -138,8 +140,32 @@ async fn add(
     Json(body): Json<Box<RawValue>>,
 ) -> ApiResult<Response> {
     let (key, value, ttl) = AddBody::parse(&body)?;
+    let size = within_share(&state, &inst, &key, &value).await?;
     state.services.cache.add(&inst, &key, value, ttl).await?;
+    state.usage.add(&inst.app, Counted::Cache, size);
     Ok(reply::ok(StatusCode::CREATED))
+}
+
+/// Refuse (403) a write that would take the application's cache entries past its plan's
+/// share; the entry's size otherwise. Free for the domain application (no plan).
+async fn within_share(
+    state: &AppState,
+    inst: &CacheInst,
+    key: &CacheKey,
+    value: &CacheValue,
+) -> ApiResult<u64> {
+    let size = (key.as_str().len() + value.len()) as u64;
+    if let Some((plan, limits)) = state.quotas.of(&inst.app).await? {
+        let used = state.usage.of(&inst.app, Counted::Cache).await?;
+        Limits::check_bytes(
+            plan,
+            "cache entries",
+            limits.cache_bytes_per_app,
+            used,
+            size,
+        )?;
+    }
+    Ok(size)
 }
 
 /// `GET /cache/<c>/<key>`: 201 `{ok:true, doc}`, or the bare value with the legacy header;
@@ -191,11 +217,13 @@ async fn set(
     let ttl = ttl_of(params(q)?.ttl.as_deref())?;
     let value = CacheValue::from_raw(&body)?;
     let (mode, status) = put_semantics(&scope);
+    let size = within_share(&state, &inst, &key, &value).await?;
     state
         .services
         .cache
         .set(&inst, &key, value, ttl, mode)
         .await?;
+    state.usage.add(&inst.app, Counted::Cache, size);
     Ok(reply::ok(status))
 }
 

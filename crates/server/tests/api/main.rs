@@ -12,6 +12,7 @@ mod http;
 mod hyper_connect;
 mod lifecycle;
 mod queue;
+mod quotas;
 mod scale_out;
 mod search;
 mod storage;

@@ -11,12 +11,14 @@ use axum::{
 use futures_util::StreamExt;
 use quintet_core::{
     Error, Instance,
+    accounts::{Limits, human_bytes},
     object::{self, ObjectPath, form_object_path},
     ports::storage::ByteStream,
 };
 
 use crate::{
     error::{ApiError, ApiResult},
+    quota::Counted,
     reply,
     state::AppState,
 };
@@ -68,6 +70,10 @@ pub(super) async fn upload(
             ))));
         }
     };
+    let stream = match quota_cap(state, instance, headers, is_form && multipart).await? {
+        Some((limit, over)) => capped(stream, limit, over, errors.clone()),
+        None => stream,
+    };
     let stored = state
         .services
         .storage
@@ -75,11 +81,74 @@ pub(super) async fn upload(
         .await;
     // A failure of the body is reported as what was wrong with it, not as the store saw it.
     let meta = stored.map_err(|e| ApiError(errors.take().unwrap_or(e)))?;
+    state.usage.add(&instance.app, Counted::Storage, meta.size);
     let mut res = reply::ok(StatusCode::OK);
     if let Ok(etag) = HeaderValue::from_str(&format!("\"{}\"", meta.etag)) {
         res.headers_mut().insert(header::ETAG, etag);
     }
     Ok::<Response, ApiError>(res)
+}
+
+/// What the application's plan lets this upload take: the bytes it may stream and the
+/// error past them. A declared `Content-Length` over a limit is refused before anything
+/// is read. `None` for applications without a plan.
+async fn quota_cap(
+    state: &AppState,
+    instance: &Instance,
+    headers: &HeaderMap,
+    form: bool,
+) -> Result<Option<(u64, Error)>, ApiError> {
+    let Some((plan, limits)) = state.quotas.of(&instance.app).await? else {
+        return Ok(None);
+    };
+    // A form's length counts its boundaries and fields too: only a raw body's is the
+    // object's.
+    let declared = headers
+        .get(header::CONTENT_LENGTH)
+        .and_then(|v| v.to_str().ok())
+        .and_then(|v| v.parse::<u64>().ok())
+        .filter(|_| !form);
+    let too_large = Error::TooLarge(format!(
+        "the object is larger than {}, the largest object the {plan} plan allows; upload \
+         a smaller one or move the account to a larger plan",
+        human_bytes(limits.object_bytes)
+    ));
+    if declared.is_some_and(|n| n > limits.object_bytes) {
+        return Err(ApiError(too_large));
+    }
+    let used = state.usage.of(&instance.app, Counted::Storage).await?;
+    let quota = limits.stored_bytes_per_app;
+    let over_quota = |adding| Limits::check_bytes(plan, "storage objects", quota, used, adding);
+    over_quota(declared.unwrap_or(0))?;
+    let left = quota.saturating_sub(used);
+    Ok(Some(if left < limits.object_bytes {
+        (
+            left,
+            over_quota(left.saturating_add(1))
+                .err()
+                .unwrap_or(too_large),
+        )
+    } else {
+        (limits.object_bytes, too_large)
+    }))
+}
+
+/// `stream`, failing with `over` (recorded in `errors`) once it has yielded more than
+/// `limit` bytes: the store never commits an object past a quota.
+fn capped(stream: ByteStream, limit: u64, over: Error, errors: BodyErrors) -> ByteStream {
+    let mut seen = 0u64;
+    let mut over = Some(over);
+    Box::pin(stream.map(move |chunk| {
+        let chunk = chunk?;
+        seen = seen.saturating_add(chunk.len() as u64);
+        if seen > limit {
+            let e = over
+                .take()
+                .unwrap_or_else(|| Error::TooLarge("the object is too large".into()));
+            return Err(errors.record(e));
+        }
+        Ok(chunk)
+    }))
 }
 
 /// The first error of a request body, as the client should hear it.
