@@ -1,7 +1,7 @@
 //! HMAC-SHA256, the one signing primitive quintet uses: queue deliveries, pre-signed URLs
 //! and access tokens.
 
-use hmac::{Hmac, Mac};
+use hmac::{Hmac, KeyInit, Mac};
 use sha2::Sha256;
 
 type HmacSha256 = Hmac<Sha256>;
