@@ -36,6 +36,7 @@ pub mod mango;
 pub mod names;
 pub mod object;
 pub mod ports;
+pub mod redact;
 pub mod search;
 
 pub use clock::{Clock, ManualClock, SystemClock};

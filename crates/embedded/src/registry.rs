@@ -10,7 +10,10 @@ use quintet_core::{
     AppName, Clock, Error, Instance, InstanceConfig, InstanceId, InstanceName, Result, ServiceType,
     accounts::{Account, AccountName, AccountUsage, App, Plan},
     keys::{AccessKey, KeyId, Secret},
-    ports::registry::{ChangeListener, Registry},
+    ports::registry::{
+        ChangeListener, Registry,
+        answers::{self, account_missing, app_missing},
+    },
 };
 use rusqlite::{Connection, OptionalExtension, Row, params};
 
@@ -85,16 +88,9 @@ fn instance_from_row(row: &Row<'_>) -> rusqlite::Result<Result<Instance>> {
     let config: String = row.get(4)?;
     let created_ms: i64 = row.get(5)?;
     Ok((|| {
-        let kind: ServiceType = kind.parse()?;
         let config: serde_json::Value = serde_json::from_str(&config)
             .map_err(|e| Error::internal(format!("instance {id}: stored config: {e}")))?;
-        Ok(Instance {
-            id: InstanceId(id),
-            app: AppName::from_stored(&app)?,
-            name: name.parse()?,
-            config: InstanceConfig::from_stored(kind, &config)?,
-            created_ms,
-        })
+        Instance::from_stored(id, &app, &kind, &name, &config, created_ms)
     })())
 }
 
@@ -123,9 +119,7 @@ fn account_usage_from_row(row: &Row<'_>) -> rusqlite::Result<Result<AccountUsage
         Ok(AccountUsage {
             account: Account {
                 name: name.parse()?,
-                plan: plan
-                    .parse()
-                    .map_err(|e| Error::internal(format!("account {name}: stored plan: {e}")))?,
+                plan: plan.parse().map_err(|e| answers::stored_plan(&name, e))?,
                 created_ms,
             },
             apps: usize::try_from(apps).unwrap_or(0),
@@ -143,18 +137,6 @@ fn get_account(conn: &Connection, name: &str) -> Result<Option<AccountUsage>> {
         .optional()
         .map_err(sql_error)?
         .transpose()
-}
-
-fn account_missing(name: &AccountName) -> Error {
-    Error::not_found(format!(
-        "account \"{name}\" does not exist; create it with POST /_admin/accounts"
-    ))
-}
-
-fn app_missing(name: &AppName) -> Error {
-    Error::not_found(format!(
-        "application \"{name}\" does not exist; create it with POST /_admin/apps"
-    ))
 }
 
 fn app_from_row(row: &Row<'_>) -> rusqlite::Result<Result<App>> {
@@ -234,9 +216,7 @@ impl Registry for SqliteRegistry {
                     .and_then(|mut s| s.exists([app.as_str()]))
                     .map_err(sql_error)?;
                 if !app_exists {
-                    return Err(Error::not_found(format!(
-                        "application \"{app}\" does not exist"
-                    )));
+                    return Err(app_missing(&app));
                 }
                 let kind = config.kind();
                 conn.prepare_cached(
@@ -254,7 +234,7 @@ impl Registry for SqliteRegistry {
                 })
                 .map_err(|e| {
                     if is_unique_violation(&e) {
-                        Error::conflict(format!("{kind} instance \"{name}\" already exists"))
+                        answers::instance_exists(kind, &name)
                     } else {
                         sql_error(e)
                     }
@@ -291,10 +271,8 @@ impl Registry for SqliteRegistry {
         let (app, name) = (app.clone(), name.clone());
         self.db
             .write(move |conn| {
-                let inst =
-                    get_instance(conn, app.as_str(), kind, name.as_str())?.ok_or_else(|| {
-                        Error::not_found(format!("{kind} instance \"{name}\" does not exist"))
-                    })?;
+                let inst = get_instance(conn, app.as_str(), kind, name.as_str())?
+                    .ok_or_else(|| answers::instance_missing(kind, &name))?;
                 conn.prepare_cached("DELETE FROM instances WHERE id = ?1")
                     .and_then(|mut s| s.execute([inst.id.0]))
                     .map_err(sql_error)?;
@@ -336,7 +314,7 @@ impl Registry for SqliteRegistry {
                 .and_then(|mut s| s.execute(params![name.as_str(), plan.as_str(), created_ms]))
                 .map_err(|e| {
                     if is_unique_violation(&e) {
-                        Error::conflict(format!("account \"{name}\" already exists"))
+                        answers::account_exists(&name)
                     } else {
                         sql_error(e)
                     }
@@ -399,10 +377,7 @@ impl Registry for SqliteRegistry {
                 let usage = get_account(conn, account.as_str())?
                     .ok_or_else(|| account_missing(&account))?;
                 if get_app(conn, name.as_str())?.is_some() {
-                    return Err(Error::conflict(format!(
-                        "application \"{name}\" already exists; application names are unique \
-                         across all accounts"
-                    )));
+                    return Err(answers::app_exists(&name));
                 }
                 usage.account.plan.check_new_app(&account, usage.apps)?;
                 conn.prepare_cached(
@@ -449,11 +424,7 @@ impl Registry for SqliteRegistry {
     }
 
     async fn delete_app(&self, name: &AppName) -> Result<(App, Vec<Instance>)> {
-        if name.is_domain() {
-            return Err(Error::invalid(
-                "the built-in domain application cannot be deleted",
-            ));
-        }
+        answers::check_deletable(name)?;
         let name = name.clone();
         self.db
             .write(move |conn| {
@@ -487,12 +458,7 @@ impl Registry for SqliteRegistry {
     }
 
     async fn create_key(&self, app: &AppName) -> Result<AccessKey> {
-        if app.is_domain() {
-            return Err(Error::invalid(
-                "the built-in domain application has no access keys; the domain form is \
-                 authenticated by the server's --auth setting",
-            ));
-        }
+        answers::check_may_have_keys(app)?;
         let key = AccessKey::generate(app, self.clock.now_ms())?;
         self.db
             .write(move |conn| {
@@ -512,8 +478,7 @@ impl Registry for SqliteRegistry {
                 })
                 .map_err(|e| {
                     if is_unique_violation(&e) {
-                        // 96 random bits: a collision is a broken random source.
-                        Error::internal("a generated key id already exists")
+                        answers::key_id_collision()
                     } else {
                         sql_error(e)
                     }
@@ -555,9 +520,7 @@ impl Registry for SqliteRegistry {
             .write(move |conn| {
                 let found = get_key(conn, key.as_str())?
                     .filter(|k| k.app == app)
-                    .ok_or_else(|| {
-                        Error::not_found(format!("application \"{app}\" has no key \"{key}\""))
-                    })?;
+                    .ok_or_else(|| answers::key_missing(&app, &key))?;
                 if found.is_revoked() {
                     return Ok(found);
                 }

@@ -16,8 +16,9 @@ use std::{
 };
 
 use quintet_core::{
-    AppName, Error, Instance, InstanceConfig, InstanceName, Result, ServiceType, accounts::App,
-    ports::registry::RegistryChange,
+    AppName, Error, Instance, InstanceConfig, InstanceName, Result, ServiceType,
+    accounts::App,
+    ports::registry::{RegistryChange, answers},
 };
 
 use crate::{dispatch::Dispatcher, state::Services};
@@ -192,7 +193,7 @@ impl Instances {
     pub async fn destroy(&self, app: &AppName, kind: ServiceType, name: &str) -> Result<Instance> {
         let parsed: InstanceName = name
             .parse()
-            .map_err(|_| Error::not_found(format!("{kind} instance \"{name}\" does not exist")))?;
+            .map_err(|_| answers::instance_missing(kind, name))?;
         let instance = self
             .services
             .registry

@@ -13,7 +13,10 @@ use std::{
 
 use quintet_core::{
     Error, Result,
-    ports::{data::Document, search::SearchConfig},
+    ports::{
+        data::Document,
+        search::{SearchConfig, corrupt_document},
+    },
     search::{
         Expansion, Explained, MatchKind, QueryPlan, QueryWord, SearchDoc, SearchKey, SearchMatch,
         SearchQuery,
@@ -124,7 +127,7 @@ fn members(src: &str, names: &[&str]) -> Result<Document> {
     let picked = Pick(names)
         .deserialize(&mut de)
         .and_then(|picked| de.end().map(|()| picked))
-        .map_err(|e| Error::internal(format!("stored search document: {e}")))?;
+        .map_err(corrupt_document)?;
     Ok(names
         .iter()
         .zip(picked)

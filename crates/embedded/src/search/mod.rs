@@ -26,11 +26,14 @@ use std::{
 
 use async_trait::async_trait;
 use quintet_core::{
-    Error, Instance, InstanceConfig, InstanceId, Result,
+    Error, Instance, InstanceId, Result,
     ports::{
         Lifecycle,
         data::RawJson,
-        search::{SearchDoc, SearchIndex, SearchKey, SearchMatch, SearchQuery},
+        search::{
+            SearchDoc, SearchIndex, SearchKey, SearchMatch, SearchQuery, config_of, index_missing,
+            stored_raw,
+        },
     },
 };
 
@@ -97,9 +100,7 @@ fn engine_error(e: impl std::fmt::Display) -> Error {
 }
 
 fn gone(instance: &str) -> Error {
-    Error::not_found(format!(
-        "search instance \"{instance}\" does not exist; create it with PUT /search/{instance}"
-    ))
+    index_missing(instance)
 }
 
 impl TantivySearchIndex {
@@ -140,12 +141,7 @@ impl Inner {
 
     /// The open index of `instance`, opening it when needed. Blocking.
     fn handle(&self, instance: &Instance) -> Result<Arc<IndexHandle>> {
-        let InstanceConfig::Search(config) = &instance.config else {
-            return Err(Error::internal(format!(
-                "instance {} is not a search instance",
-                instance.id
-            )));
-        };
+        let config = config_of(instance)?;
         let mut state = self.lock();
         if state.closed {
             return Err(Error::Unavailable(
@@ -263,11 +259,7 @@ impl SearchIndex for TantivySearchIndex {
     async fn get(&self, instance: &Instance, key: &SearchKey) -> Result<Option<RawJson>> {
         let key = key.clone();
         let text = self.read(instance, move |h| h.get(&key)).await?;
-        text.map(|t| {
-            serde_json::value::RawValue::from_string(t)
-                .map_err(|e| Error::internal(format!("stored search document: {e}")))
-        })
-        .transpose()
+        text.map(stored_raw).transpose()
     }
 
     async fn update(&self, instance: &Instance, doc: SearchDoc) -> Result<()> {
@@ -294,7 +286,7 @@ impl SearchIndex for TantivySearchIndex {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use quintet_core::{conformance, ports::search::SearchConfig};
+    use quintet_core::{InstanceConfig, conformance, ports::search::SearchConfig};
     use serde_json::json;
 
     fn config() -> SearchConfig {

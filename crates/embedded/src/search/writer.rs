@@ -83,17 +83,7 @@ pub(super) mod gate {
 }
 
 /// A write to an index.
-#[derive(Debug)]
-pub(super) enum Write {
-    /// Add a document whose key must be new.
-    Index(SearchDoc),
-    /// Replace the document whose key must exist.
-    Update(SearchDoc),
-    /// Remove the document whose key must exist.
-    Remove(SearchKey),
-    /// Add or replace every document, in order.
-    Bulk(Vec<SearchDoc>),
-}
+pub(super) use quintet_core::ports::search::SearchWrite as Write;
 
 /// A write and where to answer it.
 #[derive(Debug)]

@@ -32,7 +32,10 @@ use quintet_core::{
     object::{ObjectPath, PresignMethod, RangeSpec, UrlSigner, presign::Grant},
     ports::{
         Lifecycle,
-        storage::{BlobStore, ByteStream, Bytes, ListQuery, Object, ObjectMeta, Presign},
+        storage::{
+            BlobStore, ByteStream, Bytes, ListQuery, Object, ObjectMeta, Presign, object_missing,
+            upload_interrupted,
+        },
     },
 };
 use rusqlite::{Connection, OptionalExtension, params};
@@ -329,11 +332,7 @@ fn map_sql_gone(e: rusqlite::Error, gone: &Error) -> Error {
 }
 
 fn missing_object(instance: &Instance, path: &ObjectPath) -> Error {
-    Error::not_found(format!(
-        "object {:?} does not exist in storage instance \"{}\"",
-        path.as_str(),
-        instance.name
-    ))
+    object_missing(&instance.name, path)
 }
 
 fn list_rows(
@@ -425,9 +424,7 @@ impl BlobStore for FsBlobStore {
         let received = blobs::receive(&dir, &name, body)
             .await
             .map_err(|e| match e {
-                blobs::WriteError::Body(e) => {
-                    Error::BadRequest(format!("the upload was interrupted: {e}"))
-                }
+                blobs::WriteError::Body(e) => upload_interrupted(e),
                 blobs::WriteError::Io(e) if e.kind() == std::io::ErrorKind::NotFound => {
                     gone(instance)
                 }

@@ -32,6 +32,7 @@ use quintet_core::{
     accounts::{AccountName, AccountUsage, App, Plan},
     clock::format_rfc3339_ms,
     keys::{AccessKey, ConnectionString, KeyId},
+    ports::registry::answers,
 };
 use serde::Deserialize;
 use serde_json::{Value, json};
@@ -81,18 +82,16 @@ fn app_json(a: &App) -> Value {
 
 /// An account named in a path: one that cannot exist is simply not found.
 fn account_param(name: &str) -> Result<AccountName, Error> {
-    name.parse()
-        .map_err(|_| Error::not_found(format!("account \"{name}\" does not exist")))
+    name.parse().map_err(|_| answers::account_missing(name))
 }
 
 /// An application named in a path: one that cannot exist is simply not found.
 fn app_param(name: &str) -> Result<AppName, Error> {
-    name.parse()
-        .map_err(|_| Error::not_found(format!("application \"{name}\" does not exist")))
+    name.parse().map_err(|_| answers::app_missing(name))
 }
 
 fn no_such_key(app: &AppName, key: &str) -> Error {
-    Error::not_found(format!("application \"{app}\" has no key \"{key}\""))
+    answers::key_missing(app, key)
 }
 
 /// The later of the stored and the in-memory last use of a key.
@@ -139,7 +138,7 @@ async fn fetch_account(state: &AppState, name: &AccountName) -> Result<AccountUs
         .registry
         .get_account(name)
         .await?
-        .ok_or_else(|| Error::not_found(format!("account \"{name}\" does not exist")))
+        .ok_or_else(|| answers::account_missing(name))
 }
 
 /// `{ok, account}`.
@@ -227,7 +226,7 @@ async fn fetch_app(state: &AppState, name: &AppName) -> Result<App, Error> {
         .registry
         .get_app(name)
         .await?
-        .ok_or_else(|| Error::not_found(format!("application \"{name}\" does not exist")))
+        .ok_or_else(|| answers::app_missing(name))
 }
 
 /// `{ok, app}`.

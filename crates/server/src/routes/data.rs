@@ -61,10 +61,7 @@ impl FromRequestParts<AppState> for IdPath {
 }
 
 fn missing(inst: &DataInst, id: &DocId) -> ApiError {
-    ApiError(Error::not_found(format!(
-        "document \"{id}\" does not exist in data instance \"{}\"",
-        inst.name
-    )))
+    ApiError(quintet_core::ports::data::document_missing(&inst.name, id))
 }
 
 /// 201 `{ok:true, id}`; 409 when `_id` exists; 400 for an empty document.

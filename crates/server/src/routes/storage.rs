@@ -122,11 +122,10 @@ impl FromRequestParts<AppState> for Params {
 
 /// The 404 of a missing object.
 fn missing(instance: &quintet_core::Instance, path: &ObjectPath) -> ApiError {
-    ApiError(Error::not_found(format!(
-        "object {:?} does not exist in storage instance \"{}\"",
-        path.as_str(),
-        instance.name
-    )))
+    ApiError(quintet_core::ports::storage::object_missing(
+        &instance.name,
+        path,
+    ))
 }
 
 /// `GET /storage/<s>/<path>`: the object, or a pre-signed download URL.

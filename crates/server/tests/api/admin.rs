@@ -269,7 +269,13 @@ async fn accounts_are_created_listed_and_change_plan() {
         .admin(Method::GET, "/_admin/accounts/ghost", None)
         .await
         .expect(404);
-    assert_eq!(r.body, error(404, "account \"ghost\" does not exist"));
+    assert_eq!(
+        r.body,
+        error(
+            404,
+            "account \"ghost\" does not exist; create it with POST /_admin/accounts"
+        )
+    );
 }
 
 #[tokio::test]
@@ -417,7 +423,13 @@ async fn application_names_are_unique_and_checked() {
         .admin(Method::GET, "/_admin/apps/Nope", None)
         .await
         .expect(404);
-    assert_eq!(r.body, error(404, "application \"Nope\" does not exist"));
+    assert_eq!(
+        r.body,
+        error(
+            404,
+            "application \"Nope\" does not exist; create it with POST /_admin/apps"
+        )
+    );
 }
 
 /// A Host header that makes no URL is the client's mistake (400), not the server's (500),
