@@ -11,44 +11,12 @@ use std::{
 };
 
 use anyhow::{Context, bail};
-use clap::{Args, Parser, Subcommand, ValueEnum};
+use clap::{Args, ValueEnum};
 use quintet_core::keys::Secret;
 use quintet_server::config::{DomainAuth, TlsFiles};
 use serde::Deserialize;
 
-use crate::{
-    adapters::{Adapters, CacheChoice, PgChoice, StorageChoice},
-    admin,
-};
-
-/// quintet: data, cache, search, queue and storage for applications, in one program.
-#[derive(Debug, Parser)]
-#[command(name = "quintet", version, about, long_about = None)]
-pub struct Cli {
-    /// What to do.
-    #[command(subcommand)]
-    pub command: Command,
-}
-
-/// The subcommands.
-// Parsed once per process: the size of the largest variant costs nothing.
-#[allow(clippy::large_enum_variant)]
-#[derive(Debug, Subcommand)]
-pub enum Command {
-    /// Run the HTTP server.
-    Serve(ServeArgs),
-    /// Manage accounts (and their plans) on a running server.
-    #[command(subcommand)]
-    Account(admin::AccountCommand),
-    /// Manage applications on a running server.
-    #[command(subcommand)]
-    App(admin::AppCommand),
-    /// Manage the access keys of an application on a running server.
-    #[command(subcommand)]
-    Key(admin::KeyCommand),
-    /// Print an access token signed with a key's connection string (for curl and scripts).
-    Token(crate::token::TokenArgs),
-}
+use crate::adapters::{Adapters, CacheChoice, PgChoice, StorageChoice};
 
 /// How domain-form requests are authenticated.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum, Deserialize)]
@@ -549,7 +517,11 @@ pub(crate) fn read_file(path: &Path) -> anyhow::Result<FileConfig> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::adapters::{DataChoice, QueueChoice, RegistryChoice, SearchChoice};
+    use crate::{
+        adapters::{DataChoice, QueueChoice, RegistryChoice, SearchChoice},
+        command::{Cli, Command},
+    };
+    use clap::Parser;
     use std::io::Write;
 
     fn parse(args: &[&str]) -> ServeArgs {

@@ -1,4 +1,4 @@
-//! The `quintet` program as a library: configuration ([`cli`]), choosing and opening the
+//! The `quintet` program as a library: the command line ([`command`], [`cli`]), choosing and opening the
 //! adapters ([`adapters`], [`binding`]), node assembly ([`node`]) and the admin commands
 //! ([`admin`], [`admin_token`], [`token`]). `main.rs` only parses arguments and calls into
 //! here; the test harness does the same in-process.
@@ -8,5 +8,6 @@ pub mod admin;
 pub mod admin_token;
 pub mod binding;
 pub mod cli;
+pub mod command;
 pub mod node;
 pub mod token;

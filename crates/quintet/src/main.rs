@@ -6,7 +6,8 @@ use anyhow::Context;
 use clap::Parser;
 use quintet::{
     admin, admin_token,
-    cli::{Cli, Command, LogFormat, ServeConfig},
+    cli::{LogFormat, ServeConfig},
+    command::{Cli, Command},
     node::Node,
 };
 use quintet_core::SystemClock;

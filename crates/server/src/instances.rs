@@ -21,7 +21,7 @@ use quintet_core::{
     ports::registry::{RegistryChange, answers},
 };
 
-use crate::{dispatch::Dispatcher, state::Services};
+use crate::{dispatch::Dispatcher, services::Services};
 
 type ByName = HashMap<String, Arc<Instance>>;
 

@@ -22,6 +22,7 @@ pub mod reply;
 mod routes;
 pub mod scope;
 mod serve;
+pub mod services;
 pub mod state;
 pub mod tls;
 mod unread_body;
@@ -35,7 +36,8 @@ use tokio_rustls::rustls::ServerConfig;
 use tower::{Service, ServiceBuilder, util::MapRequestLayer};
 
 pub use config::Config;
-pub use state::{AppState, Services};
+pub use services::Services;
+pub use state::AppState;
 
 /// The whole HTTP stack over `state`, as a tower service.
 pub fn app(

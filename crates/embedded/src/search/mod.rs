@@ -39,7 +39,7 @@ use quintet_core::{
 
 use crate::instance_store::{InstanceDirs, blocking};
 use handle::IndexHandle;
-use writer::{Counters, Write};
+use writer::{Counters, OpenIndex, Write};
 
 /// How the search adapter spends memory and threads.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -87,7 +87,7 @@ pub struct WriteStats {
 
 #[derive(Debug, Default)]
 struct State {
-    open: HashMap<InstanceId, Arc<IndexHandle>>,
+    open: HashMap<InstanceId, Arc<OpenIndex>>,
     /// Dropped instances: ids are never reused, so a late request for one is refused
     /// instead of re-creating its directory.
     dropped: HashSet<InstanceId>,
@@ -123,7 +123,7 @@ impl TantivySearchIndex {
 
     /// How many indexes currently have a writer thread (for tests and metrics).
     pub fn open_writers(&self) -> usize {
-        let handles: Vec<Arc<IndexHandle>> = self.inner.lock().open.values().cloned().collect();
+        let handles: Vec<Arc<OpenIndex>> = self.inner.lock().open.values().cloned().collect();
         handles.iter().filter(|h| h.has_writer()).count()
     }
 
@@ -140,7 +140,7 @@ impl Inner {
     }
 
     /// The open index of `instance`, opening it when needed. Blocking.
-    fn handle(&self, instance: &Instance) -> Result<Arc<IndexHandle>> {
+    fn handle(&self, instance: &Instance) -> Result<Arc<OpenIndex>> {
         let config = config_of(instance)?;
         let mut state = self.lock();
         if state.closed {
@@ -154,22 +154,13 @@ impl Inner {
         if let Some(h) = state.open.get(&instance.id) {
             return Ok(Arc::clone(h));
         }
-        let h = IndexHandle::open(
+        let h = Arc::new(OpenIndex::new(IndexHandle::open(
             &self.dirs.dir(instance.id),
             instance.name.as_str().to_owned(),
             config.clone(),
-        )?;
+        )?));
         state.open.insert(instance.id, Arc::clone(&h));
         Ok(h)
-    }
-}
-
-impl IndexHandle {
-    fn has_writer(&self) -> bool {
-        matches!(
-            &*self.writer.lock().unwrap_or_else(PoisonError::into_inner),
-            writer::WriterSlot::Running { .. }
-        )
     }
 }
 
@@ -231,7 +222,7 @@ impl Lifecycle for TantivySearchIndex {
     async fn close(&self) -> Result<()> {
         let inner = Arc::clone(&self.inner);
         blocking(move || {
-            let handles: Vec<Arc<IndexHandle>> = {
+            let handles: Vec<Arc<OpenIndex>> = {
                 let mut state = inner.lock();
                 state.closed = true;
                 state.open.drain().map(|(_, h)| h).collect()
