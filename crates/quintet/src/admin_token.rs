@@ -34,6 +34,7 @@ pub fn read(data_dir: &Path) -> anyhow::Result<Option<Secret>> {
                     path.display()
                 );
             }
+            warn_if_readable_by_others(&path);
             Ok(Some(Secret::from_stored(token)))
         }
         Err(e) if e.kind() == ErrorKind::NotFound => Ok(None),
@@ -41,13 +42,8 @@ pub fn read(data_dir: &Path) -> anyhow::Result<Option<Secret>> {
     }
 }
 
-/// The stored token of `data_dir`, or a new one written there. The flag says whether it
-/// was generated now (and so must be shown to the operator).
-pub fn read_or_create(data_dir: &Path) -> anyhow::Result<(Secret, bool)> {
-    if let Some(token) = read(data_dir)? {
-        warn_if_readable_by_others(&path(data_dir));
-        return Ok((token, false));
-    }
+/// A new token, written to `data_dir` (owner-only); it must be shown to the operator.
+pub fn create(data_dir: &Path) -> anyhow::Result<Secret> {
     let token = Secret::generate()?;
     let path = path(data_dir);
     let mut options = fs::OpenOptions::new();
@@ -60,7 +56,7 @@ pub fn read_or_create(data_dir: &Path) -> anyhow::Result<(Secret, bool)> {
     file.write_all(format!("{}\n", token.expose()).as_bytes())
         .and_then(|()| file.sync_all())
         .with_context(|| format!("cannot write {}", path.display()))?;
-    Ok((token, true))
+    Ok(token)
 }
 
 /// Keep the data directory private: it holds the admin token and the secrets of every
@@ -114,12 +110,10 @@ mod tests {
     fn generated_once_then_read_back_with_owner_only_permissions() {
         let dir = tempfile::tempdir().unwrap();
         assert!(read(dir.path()).unwrap().is_none());
-        let (token, generated) = read_or_create(dir.path()).unwrap();
-        assert!(generated);
+        let token = create(dir.path()).unwrap();
         assert_eq!(token.expose().len(), 43);
-        let (again, generated) = read_or_create(dir.path()).unwrap();
-        assert!(!generated);
-        assert_eq!(again, token);
+        assert_eq!(read(dir.path()).unwrap(), Some(token));
+        assert!(create(dir.path()).is_err(), "never overwritten");
         #[cfg(unix)]
         {
             use std::os::unix::fs::PermissionsExt;
@@ -152,7 +146,7 @@ mod tests {
     fn an_empty_file_is_an_error() {
         let dir = tempfile::tempdir().unwrap();
         fs::write(path(dir.path()), "\n").unwrap();
-        let err = read_or_create(dir.path()).unwrap_err();
+        let err = read(dir.path()).unwrap_err();
         assert!(format!("{err}").contains("is empty"), "{err}");
     }
 }

@@ -16,7 +16,7 @@ use quintet_core::keys::Secret;
 use quintet_server::config::{DomainAuth, TlsFiles};
 use serde::Deserialize;
 
-use crate::adapters::{Adapters, CacheChoice, PgChoice, StorageChoice};
+use crate::adapters::{self, Adapters};
 
 /// How domain-form requests are authenticated.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum, Deserialize)]
@@ -338,13 +338,16 @@ impl ServeArgs {
             (None, None) => None,
             _ => bail!("--tls-cert and --tls-key go together: give both files, or neither"),
         };
-        let adapters = adapters(
-            self.registry.or(file.registry),
-            self.data.or(file.data),
-            self.cache.or(file.cache),
-            self.queue.or(file.queue),
-            self.storage.or(file.storage),
-            self.search.or(file.search),
+        let adapters = Adapters::parse(
+            adapters::Settings {
+                registry: self.registry.or(file.registry),
+                data: self.data.or(file.data),
+                cache: self.cache.or(file.cache),
+                queue: self.queue.or(file.queue),
+                storage: self.storage.or(file.storage),
+                search: self.search.or(file.search),
+            },
+            |var| std::env::var(var).ok(),
         )?;
         let cache_max_bytes = self.cache_max_bytes.or(file.cache_max_bytes);
         if cache_max_bytes == Some(0) {
@@ -398,46 +401,6 @@ impl ServeArgs {
                 .unwrap_or(LogFormat::Text),
         })
     }
-}
-
-/// The adapters named by `--registry`, `--data`, `--cache`, `--queue`, `--storage` and
-/// `--search`, checked for consistency. Without `--registry`, the registry follows
-/// `--data` to PostgreSQL: nodes sharing documents must share the registry.
-fn adapters(
-    registry: Option<String>,
-    data: Option<String>,
-    cache: Option<String>,
-    queue: Option<String>,
-    storage: Option<String>,
-    search: Option<String>,
-) -> anyhow::Result<Adapters> {
-    let pg = |setting: &str, value: Option<String>| {
-        value
-            .map(|v| PgChoice::parse(setting, &v))
-            .transpose()
-            .map(Option::unwrap_or_default)
-    };
-    let data = pg("data", data)?;
-    let registry = match registry {
-        Some(r) => PgChoice::parse("registry", &r)?,
-        None => data.clone(),
-    };
-    let adapters = Adapters {
-        registry,
-        data,
-        cache: cache
-            .map(|c| CacheChoice::parse(&c))
-            .transpose()?
-            .unwrap_or_default(),
-        queue: pg("queue", queue)?,
-        storage: storage
-            .map(|s| StorageChoice::parse(&s, |var| std::env::var(var).ok()))
-            .transpose()?
-            .unwrap_or_default(),
-        search: pg("search", search)?,
-    };
-    adapters.check()?;
-    Ok(adapters)
 }
 
 /// The domain auth mode with its settings, checked for consistency.
@@ -518,7 +481,7 @@ pub(crate) fn read_file(path: &Path) -> anyhow::Result<FileConfig> {
 mod tests {
     use super::*;
     use crate::{
-        adapters::{DataChoice, QueueChoice, RegistryChoice, SearchChoice},
+        adapters::Place,
         command::{Cli, Command},
     };
     use clap::Parser;
@@ -612,12 +575,12 @@ mod tests {
     #[test]
     fn the_registry_is_embedded_unless_configured() {
         let c = ServeArgs::default().resolve().unwrap();
-        assert_eq!(c.adapters.registry, RegistryChoice::Embedded);
+        assert_eq!(c.adapters.registry, Place::Embedded);
         let f = toml_file("registry = \"embedded\"\n");
         let c = parse(&["--config", f.path().to_str().unwrap()])
             .resolve()
             .unwrap();
-        assert_eq!(c.adapters.registry, RegistryChoice::Embedded);
+        assert_eq!(c.adapters.registry, Place::Embedded);
         let err = parse(&["--registry", "sqlite:///tmp/x"])
             .resolve()
             .unwrap_err();
@@ -630,7 +593,7 @@ mod tests {
         let f = toml_file("registry = \"postgres://q@file-host/q\"\n");
         let path = f.path().to_str().unwrap();
         let url = |c: ServeConfig| match c.adapters.registry {
-            RegistryChoice::Postgres(pg) => pg.url,
+            Place::Shared(pg) => pg.url,
             other => panic!("{other:?}"),
         };
         let c = parse(&["--config", path]).resolve().unwrap();
@@ -644,12 +607,12 @@ mod tests {
     #[test]
     fn the_cache_is_embedded_unless_configured() {
         let c = ServeArgs::default().resolve().unwrap();
-        assert_eq!(c.adapters.cache, CacheChoice::Embedded);
+        assert_eq!(c.adapters.cache, Place::Embedded);
         let f = toml_file("cache = \"embedded\"\n");
         let c = parse(&["--config", f.path().to_str().unwrap()])
             .resolve()
             .unwrap();
-        assert_eq!(c.adapters.cache, CacheChoice::Embedded);
+        assert_eq!(c.adapters.cache, Place::Embedded);
         let err = parse(&["--cache", "memcached://h:11211"])
             .resolve()
             .unwrap_err();
@@ -665,7 +628,7 @@ mod tests {
         );
         let path = f.path().to_str().unwrap();
         let url = |c: ServeConfig| match c.adapters.cache {
-            CacheChoice::Redis(r) => r.url,
+            Place::Shared(r) => r.url,
             other => panic!("{other:?}"),
         };
         let c = parse(&["--config", path]).resolve().unwrap();
@@ -679,7 +642,7 @@ mod tests {
     #[test]
     fn the_queue_is_embedded_unless_configured() {
         let c = ServeArgs::default().resolve().unwrap();
-        assert_eq!(c.adapters.queue, QueueChoice::Embedded);
+        assert_eq!(c.adapters.queue, Place::Embedded);
         let err = parse(&["--queue", "amqp://h"]).resolve().unwrap_err();
         assert!(format!("{err}").contains("--queue must be"), "{err}");
     }
@@ -692,7 +655,7 @@ mod tests {
         );
         let path = f.path().to_str().unwrap();
         let url = |c: ServeConfig| match c.adapters.queue {
-            QueueChoice::Postgres(pg) => pg.url,
+            Place::Shared(pg) => pg.url,
             other => panic!("{other:?}"),
         };
         let c = parse(&["--config", path]).resolve().unwrap();
@@ -710,7 +673,7 @@ mod tests {
     #[test]
     fn storage_is_embedded_unless_configured() {
         let c = parse(&[]).resolve().unwrap();
-        assert_eq!(c.adapters.storage, StorageChoice::Embedded);
+        assert_eq!(c.adapters.storage, Place::Embedded);
         let err = parse(&["--storage", "s3://?secret_access_key=hidden"])
             .resolve()
             .unwrap_err();
@@ -736,7 +699,7 @@ mod tests {
         let c = parse(&["--config", f.path().to_str().unwrap()])
             .resolve()
             .unwrap();
-        let StorageChoice::S3(s3) = c.adapters.storage else {
+        let Place::Shared(s3) = c.adapters.storage else {
             panic!("S3 from the file")
         };
         assert_eq!(s3.bucket, "media");
@@ -746,7 +709,7 @@ mod tests {
     #[test]
     fn search_is_embedded_unless_configured() {
         let c = ServeArgs::default().resolve().unwrap();
-        assert_eq!(c.adapters.search, SearchChoice::Embedded);
+        assert_eq!(c.adapters.search, Place::Embedded);
         let err = parse(&["--search", "tantivy"]).resolve().unwrap_err();
         assert!(format!("{err}").contains("--search must be"), "{err}");
         let err = parse(&["--search", "postgres://q@h/q"])
@@ -766,7 +729,7 @@ mod tests {
         );
         let path = f.path().to_str().unwrap();
         let url = |c: ServeConfig| match c.adapters.search {
-            SearchChoice::Postgres(pg) => pg.url,
+            Place::Shared(pg) => pg.url,
             other => panic!("{other:?}"),
         };
         let c = parse(&["--config", path]).resolve().unwrap();
@@ -780,7 +743,7 @@ mod tests {
     #[test]
     fn data_is_embedded_unless_configured() {
         let c = ServeArgs::default().resolve().unwrap();
-        assert_eq!(c.adapters.data, DataChoice::Embedded);
+        assert_eq!(c.adapters.data, Place::Embedded);
         let err = parse(&["--data", "mongodb://h/db"]).resolve().unwrap_err();
         assert!(format!("{err}").contains("--data must be"), "{err}");
     }
@@ -788,8 +751,8 @@ mod tests {
     #[cfg(feature = "postgres")]
     #[test]
     fn the_registry_follows_data_to_postgres() {
-        let url = |c: &PgChoice| match c {
-            PgChoice::Postgres(pg) => pg.url.clone(),
+        let url = |c: &Place<crate::adapters::PgConfig>| match c {
+            Place::Shared(pg) => pg.url.clone(),
             other => panic!("{other:?}"),
         };
         let c = parse(&["--data", "postgres://q@flag-host/q"])

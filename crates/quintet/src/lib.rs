@@ -1,7 +1,8 @@
-//! The `quintet` program as a library: the command line ([`command`], [`cli`]), choosing and opening the
-//! adapters ([`adapters`], [`binding`]), node assembly ([`node`]) and the admin commands
-//! ([`admin`], [`admin_token`], [`token`]). `main.rs` only parses arguments and calls into
-//! here; the test harness does the same in-process.
+//! The `quintet` program as a library: the command line ([`command`], [`cli`]), which
+//! adapters serve each port ([`adapters`]), opening them ([`open`], [`binding`]), node
+//! assembly ([`node`]) and the admin commands ([`admin`], [`admin_token`], [`token`]).
+//! `main.rs` only parses arguments and calls into here; the test harness does the same
+//! in-process.
 
 pub mod adapters;
 pub mod admin;
@@ -10,4 +11,5 @@ pub mod binding;
 pub mod cli;
 pub mod command;
 pub mod node;
+pub mod open;
 pub mod token;

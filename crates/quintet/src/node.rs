@@ -1,62 +1,49 @@
-//! Assembling a node: open the adapters the configuration names, build the HTTP state,
-//! serve. Shared by the binary and the in-process test harness, so tests run the same
-//! wiring as production.
+//! Assembling a node: lock the data directory, open the adapters the configuration names,
+//! build the HTTP state, serve. Shared by the binary and the in-process test harness, so
+//! tests run the same wiring as production.
 
 use std::{future::Future, sync::Arc};
 
 use anyhow::Context;
 use quintet_core::{Clock, keys::Secret};
-use quintet_embedded::{Embedded, EmbeddedOptions};
+use quintet_embedded::datadir::{DataDir, Found};
 use quintet_server::{AppState, tls};
 use tokio::net::TcpListener;
 
-use crate::{adapters, admin_token, binding, cli::ServeConfig};
+use crate::{admin_token, binding, cli::ServeConfig, open};
 
-/// An opened node: its stores and the HTTP state over them.
+/// An opened node: its locked data directory and the HTTP state over its adapters.
 #[derive(Debug)]
 pub struct Node {
-    embedded: Embedded,
+    dir: DataDir,
     state: AppState,
     tls: Option<Arc<tls::ServerConfig>>,
     generated_admin_token: Option<Secret>,
 }
 
 impl Node {
-    /// Open the stores named by `config` (see [`adapters`]), with `clock` as the source of
-    /// time, check that the data directory belongs to the configured registry
-    /// ([`binding`]), and repair what an interrupted shutdown left behind. Without a
-    /// configured admin token, the one in the data directory is used, generated on the
-    /// first start.
+    /// Lock the data directory, open the adapters named by `config` (see [`open`]) with
+    /// `clock` as the source of time, and repair what an interrupted shutdown left behind.
+    /// A data directory that belongs to another registry is refused ([`binding`]). Without
+    /// a configured admin token, the one in the data directory is used, generated on the
+    /// first start. A start that fails leaves the data directory as it found it.
     pub async fn open(config: &ServeConfig, clock: Arc<dyn Clock>) -> anyhow::Result<Self> {
         // TLS files first: a bad certificate should fail before anything is opened.
         let tls = config.server.tls.as_ref().map(tls::load).transpose()?;
-        let created = !config.data_dir.exists();
-        let options = EmbeddedOptions {
-            cache: config.cache.clone(),
-        };
-        let embedded = Embedded::open_with(&config.data_dir, Arc::clone(&clock), &options)
+        let dir = DataDir::open(&config.data_dir)
             .with_context(|| format!("cannot open data directory {}", config.data_dir.display()))?;
-        admin_token::protect_data_dir(embedded.dir.root(), created)?;
-        let mut server = config.server.clone();
-        let mut generated_admin_token = None;
-        if server.admin_token.is_none() {
-            let (token, generated) = admin_token::read_or_create(embedded.dir.root())?;
-            if generated {
-                generated_admin_token = Some(token.clone());
+        match assemble(config, clock, &dir).await {
+            Ok((state, generated_admin_token)) => Ok(Self {
+                dir,
+                state,
+                tls,
+                generated_admin_token,
+            }),
+            Err(e) => {
+                dir.abandon();
+                Err(e)
             }
-            server.admin_token = Some(token);
         }
-        let opened = adapters::open(&config.adapters, &embedded, Arc::clone(&clock)).await?;
-        // Before the start-up sweep, which trusts the registry to know every instance.
-        binding::check(embedded.dir.root(), created, &opened.registry_identity)?;
-        let state = AppState::with_clock(opened.services, server, clock);
-        quintet_server::startup(&state).await?;
-        Ok(Self {
-            embedded,
-            state,
-            tls,
-            generated_admin_token,
-        })
     }
 
     /// The HTTP state, for inspection in tests.
@@ -83,7 +70,49 @@ impl Node {
         shutdown: impl Future<Output = ()> + Send + 'static,
     ) -> anyhow::Result<()> {
         quintet_server::serve(listener, self.tls, self.state, shutdown).await?;
-        drop(self.embedded); // the directory lock goes last, after every store closed
+        drop(self.dir); // the directory lock goes last, after every store closed
         Ok(())
     }
+}
+
+/// Open the adapters in `dir` and prepare them for serving. Everything that can refuse the
+/// start runs before anything is written into the directory.
+async fn assemble(
+    config: &ServeConfig,
+    clock: Arc<dyn Clock>,
+    dir: &DataDir,
+) -> anyhow::Result<(AppState, Option<Secret>)> {
+    let stored_token = match &config.server.admin_token {
+        Some(_) => None,
+        None => admin_token::read(dir.root())?,
+    };
+    let opened = open::open(
+        &config.adapters,
+        dir,
+        &config.cache,
+        Arc::clone(&clock),
+        // Before the start-up sweep, which trusts the registry to know every instance.
+        |identity| binding::check(dir, identity),
+    )
+    .await?;
+    if config.adapters.use_data_dir() {
+        binding::record(dir.root(), &opened.registry_identity)?;
+    }
+    let mut server = config.server.clone();
+    let mut generated = None;
+    if server.admin_token.is_none() {
+        let token = match stored_token {
+            Some(token) => token,
+            None => {
+                let token = admin_token::create(dir.root())?;
+                generated = Some(token.clone());
+                token
+            }
+        };
+        server.admin_token = Some(token);
+    }
+    admin_token::protect_data_dir(dir.root(), dir.found() == Found::Missing)?;
+    let state = AppState::with_clock(opened.services, server, clock);
+    quintet_server::startup(&state).await?;
+    Ok((state, generated))
 }

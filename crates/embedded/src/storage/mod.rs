@@ -49,6 +49,13 @@ use crate::{
 /// Bytes of inline objects held in memory at most (every instance together).
 pub const HOT_OBJECTS_BYTES: usize = 32 << 20;
 
+/// Object metadata's file in the data directory.
+pub const DB: &str = "storage.db";
+/// The directory of blob files in the data directory.
+pub const DIR: &str = "storage";
+/// The pre-signing key's file in the data directory.
+pub const KEY: &str = "presign.key";
+
 /// Objects of every storage instance: blob files per instance directory, metadata in
 /// `storage.db`.
 #[derive(Debug, Clone)]
@@ -100,11 +107,11 @@ impl FsBlobStore {
     /// Open the store in `data_dir` (see the module documentation for the layout), with
     /// `clock` as the time of writes and of URL expiry.
     pub fn open(data_dir: &Path, clock: Arc<dyn Clock>) -> Result<Self> {
-        let db = SqliteDb::open(&data_dir.join("storage.db"), &[], SqliteOptions::default())?;
+        let db = SqliteDb::open(&data_dir.join(DB), &[], SqliteOptions::default())?;
         Ok(Self {
-            dirs: InstanceDirs::open(data_dir.join("storage"))?,
+            dirs: InstanceDirs::open(data_dir.join(DIR))?,
             tables: TableLifecycle::new(db, "o", ddl),
-            signer: UrlSigner::new(key::load_or_create(&data_dir.join("presign.key"))?),
+            signer: UrlSigner::new(key::load_or_create(&data_dir.join(KEY))?),
             clock,
             hot: Arc::new(HotCache::new(HOT_OBJECTS_BYTES)),
         })
