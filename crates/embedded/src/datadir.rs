@@ -66,6 +66,8 @@ pub enum Found {
 pub struct DataDir {
     root: PathBuf,
     found: Found,
+    /// Whether this open created the `LOCK` file.
+    created_lock: bool,
     _lock: File,
 }
 
@@ -90,6 +92,7 @@ impl DataDir {
             ))
         })?;
         let lock_path = root.join("LOCK");
+        let created_lock = !lock_path.exists();
         let lock = OpenOptions::new()
             .create(true)
             .truncate(false)
@@ -114,6 +117,7 @@ impl DataDir {
         Ok(Self {
             root: root.to_owned(),
             found,
+            created_lock,
             _lock: lock,
         })
     }
@@ -134,9 +138,9 @@ impl DataDir {
     }
 
     /// Give the directory up after a start that failed, leaving it as it was found: a
-    /// directory this open created is removed, one found empty is emptied again (a
-    /// directory that held something keeps what this start added). Then the lock is
-    /// released.
+    /// directory this open created is removed, one found empty is emptied again, and from
+    /// one that held something only the lock file goes, if this open created it (what the
+    /// start added to existing stores stays). Then the lock is released.
     pub fn abandon(self) {
         let emptied = match self.found {
             Found::Missing => fs::remove_dir_all(&self.root),
@@ -150,6 +154,7 @@ impl DataDir {
                     }
                 })
             }),
+            Found::Used if self.created_lock => fs::remove_file(self.join("LOCK")),
             Found::Used => Ok(()),
         };
         if let Err(e) = emptied {
@@ -212,14 +217,14 @@ mod tests {
         opened.abandon();
         assert_eq!(fs::read_dir(&empty).unwrap().count(), 0);
 
-        let opened = DataDir::open(&empty).unwrap();
-        drop(opened);
+        fs::write(empty.join("registry-id"), "embedded").unwrap();
         let used = DataDir::open(&empty).unwrap();
-        assert_eq!(
-            used.found(),
-            Found::Used,
-            "the lock of the last open is there"
-        );
+        assert_eq!(used.found(), Found::Used);
+        used.abandon();
+        assert_eq!(fs::read_dir(&empty).unwrap().count(), 1, "only registry-id");
+
+        drop(DataDir::open(&empty).unwrap());
+        let used = DataDir::open(&empty).unwrap();
         fs::write(used.join(REGISTRY), "x").unwrap();
         used.abandon();
         assert!(empty.join(REGISTRY).exists() && empty.join("LOCK").exists());

@@ -1,9 +1,14 @@
-//! Two real `quintet serve` processes, each with a data directory of its own, sharing
-//! every engine: documents, the registry, jobs and search on PostgreSQL, the cache on
-//! Redis, objects on S3. What one node writes, the other reads; jobs enqueued through
-//! both are delivered once each.
+//! Scale-out: several nodes, each with a data directory of its own, on the shared
+//! engines. Here, two real `quintet serve` processes sharing every engine: documents, the
+//! registry, jobs and search on PostgreSQL, the cache on Redis, objects on S3. What one
+//! node writes, the other reads; jobs enqueued through both are delivered once each. The
+//! modules below take one service (or the registry) at a time.
 
-#![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
+mod cache;
+mod queue;
+mod registry;
+mod search;
+mod storage;
 
 use std::{collections::HashMap, path::Path};
 
@@ -11,7 +16,8 @@ use quintet_testkit::{Answer, Client, Process, Worker, engines, eventually};
 use reqwest::Method;
 use serde_json::{Value, json};
 
-const BIN: &str = env!("CARGO_BIN_EXE_quintet");
+use crate::BIN;
+
 const ADMIN_TOKEN: &str = "scale-out-admin-token-0123456789";
 
 fn ids(body: &Value, field: &str) -> Vec<String> {

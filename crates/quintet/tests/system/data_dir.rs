@@ -1,0 +1,153 @@
+//! What a node does to its data directory: it accepts a pre-created empty one, a refused
+//! start leaves the directory as it found it, and a node whose services all live on shared
+//! engines keeps nothing there but its lock and admin token.
+
+use std::{
+    collections::BTreeSet,
+    path::Path,
+    process::{Command, Output},
+    time::Duration,
+};
+
+use quintet_testkit::{Process, engines};
+use serde_json::json;
+
+use crate::BIN;
+
+/// The names in `dir`.
+fn entries(dir: &Path) -> BTreeSet<String> {
+    std::fs::read_dir(dir)
+        .unwrap()
+        .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
+        .collect()
+}
+
+/// `quintet serve` on `dir` with `args`, expected to refuse to start.
+fn refused(dir: &Path, args: &[&str]) -> String {
+    let out: Output = Command::new(BIN)
+        .args(["serve", "--listen", "127.0.0.1:0", "--data-dir"])
+        .arg(dir)
+        .args(args)
+        .output()
+        .unwrap();
+    assert!(!out.status.success(), "the start was not refused");
+    String::from_utf8_lossy(&out.stderr).into_owned()
+}
+
+/// Issue #18: a pre-created empty directory (systemd's `StateDirectory`, a volume) was
+/// taken for one of the embedded registry, so a node on a PostgreSQL registry refused it,
+/// after filling it, and every later start failed too.
+#[tokio::test]
+async fn issue_18_an_empty_data_directory_belongs_to_nobody() {
+    let Some(pg) = engines::postgres("issue_18_an_empty_data_directory").await else {
+        return;
+    };
+    let tmp = tempfile::tempdir().unwrap();
+    let dir = tmp.path().join("state");
+    std::fs::create_dir(&dir).unwrap();
+    let mut node = Process::spawn(Path::new(BIN), &dir, &["--data", pg.url()]);
+    node.create("data", "movies", None).await;
+    node.signal_and_wait("TERM", Duration::from_secs(30));
+    // Bound to the PostgreSQL registry now: the embedded one is refused.
+    let err = refused(&dir, &[]);
+    assert!(err.contains("belongs to registry \"postgres:"), "{err}");
+}
+
+/// A refused start writes nothing: a missing directory is not left behind, an empty one
+/// stays empty, and one bound to another registry keeps only what it had.
+#[test]
+fn a_refused_start_leaves_the_directory_as_it_found_it() {
+    let tmp = tempfile::tempdir().unwrap();
+    // Nothing listens on port 1: the registry cannot be opened.
+    let unreachable = ["--registry", "postgres://quintet@127.0.0.1:1/quintet"];
+    let missing = tmp.path().join("missing");
+    let err = refused(&missing, &unreachable);
+    assert!(
+        err.contains("cannot open the registry on PostgreSQL"),
+        "{err}"
+    );
+    assert!(!missing.exists());
+
+    let empty = tmp.path().join("empty");
+    std::fs::create_dir(&empty).unwrap();
+    refused(&empty, &unreachable);
+    assert_eq!(entries(&empty), BTreeSet::new());
+
+    let bound = tmp.path().join("bound");
+    std::fs::create_dir(&bound).unwrap();
+    std::fs::write(bound.join("registry-id"), "postgres:another\n").unwrap();
+    let err = refused(&bound, &[]);
+    assert!(
+        err.contains("belongs to registry \"postgres:another\""),
+        "{err}"
+    );
+    assert_eq!(entries(&bound), BTreeSet::from(["registry-id".to_owned()]));
+}
+
+/// Issue #18: a node with every service on PostgreSQL, Redis and S3 created and opened
+/// every embedded store anyway. It keeps its lock and its admin token, and nothing else,
+/// whatever it serves.
+#[tokio::test]
+async fn issue_18_a_stateless_node_keeps_no_store() {
+    let test = "issue_18_a_stateless_node_keeps_no_store";
+    let (Some(pg), Some(redis), Some(s3)) = (
+        engines::postgres(test).await,
+        engines::redis(test),
+        engines::s3(test),
+    ) else {
+        return;
+    };
+    let storage = format!(
+        "s3://{}/{}?endpoint={}&region={}&access_key_id={}&secret_access_key={}",
+        s3.bucket, s3.prefix, s3.endpoint, s3.region, s3.key, s3.secret
+    );
+    let url = pg.url();
+    let args = [
+        "--data",
+        url,
+        "--queue",
+        url,
+        "--search",
+        url,
+        "--cache",
+        redis.url.as_str(),
+        "--storage",
+        storage.as_str(),
+    ];
+    let tmp = tempfile::tempdir().unwrap();
+    let dir = tmp.path().join("data");
+    let mut node = Process::spawn(Path::new(BIN), &dir, &args);
+    let kept = BTreeSet::from(["LOCK".to_owned(), "admin-token".to_owned()]);
+    assert_eq!(entries(&dir), kept);
+    node.create("data", "movies", None).await;
+    node.create("cache", "sessions", None).await;
+    node.create("search", "films", Some(json!({"fields": ["title"]})))
+        .await;
+    node.create("storage", "media", None).await;
+    node.create(
+        "queue",
+        "jobs",
+        Some(json!({"target": "http://127.0.0.1:9/"})),
+    )
+    .await;
+    node.post("/data/movies", json!({"_id": "alien"}))
+        .await
+        .expect(201);
+    node.post("/cache/sessions", json!({"key": "k", "value": {"v": 1}}))
+        .await
+        .expect(201);
+    node.post(
+        "/search/films",
+        json!({"key": "a", "doc": {"title": "Alien"}}),
+    )
+    .await
+    .expect(201);
+    node.send(
+        node.request(reqwest::Method::POST, "/storage/media/a.txt")
+            .body("x"),
+    )
+    .await
+    .expect(200);
+    node.signal_and_wait("TERM", Duration::from_secs(30));
+    assert_eq!(entries(&dir), kept);
+}
