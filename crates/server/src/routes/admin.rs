@@ -2,23 +2,7 @@
 //! an application. Every handler takes [`Admin`]; the auth layer has already refused calls
 //! without the admin token.
 //!
-//! | call | answer |
-//! |---|---|
-//! | `POST /_admin/accounts` `{name, plan?}` | 201 `{ok, account}`; 409 exists |
-//! | `GET /_admin/accounts` · `GET /_admin/accounts/<name>` | `{ok, accounts}` · `{ok, account}` |
-//! | `PATCH /_admin/accounts/<name>` `{plan}` | `{ok, account}`; 409 over the new plan's limit |
-//! | `POST /_admin/apps` `{name, account}` | 201 `{ok, app}`; 403 over the plan's limit; 409 exists |
-//! | `GET /_admin/apps[?account=]` · `GET /_admin/apps/<app>` | `{ok, apps}` · `{ok, app}` |
-//! | `DELETE /_admin/apps/<app>` | `{ok}`; its instances, their contents and its keys are gone |
-//! | `POST /_admin/apps/<app>/keys` | 201 `{ok, key, secret, connectionString}` |
-//! | `GET /_admin/apps/<app>/keys` | `{ok, keys}`, secrets redacted |
-//! | `GET /_admin/apps/<app>/keys/<key>` | `{ok, key, secret, ...}`, the secret in full |
-//! | `DELETE /_admin/apps/<app>/keys/<key>` | `{ok}`; the key is revoked at once |
-//! | `GET /_admin/apps/<app>/instances` | `{ok, instances}`, secrets in configurations redacted |
-//!
-//! Accounts are `{name, plan, apps, maxApps, created}`, applications `{name, account,
-//! created}`, keys `{key, secret, created, lastUsed, revoked}`; times are RFC 3339 strings
-//! or `null`.
+//! The calls, their statuses and rules: `docs/api.md#the-admin-api`.
 
 use axum::{
     Router,
