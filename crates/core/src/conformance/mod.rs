@@ -340,23 +340,23 @@ mod tests {
             .collect()
     }
 
-    /// The cases a macro of this file names after `conformance_cases!(<tag> <suite>,`.
+    /// The cases `<suite>_conformance!` of this file lists: the names in its `[…]` lists.
     fn listed(suite: &str) -> BTreeSet<String> {
         let source = include_str!("mod.rs");
-        let mut out = BTreeSet::new();
-        for tag in ["", "@clock ", "@clocked ", "@with $config; "] {
-            let head = format!("conformance_cases!({tag}{suite}, $open, [");
-            for (_, rest) in source.match_indices(&head).map(|(i, _)| source.split_at(i)) {
-                let list = &rest[head.len()..rest.find(']').unwrap_or(rest.len())];
-                out.extend(
-                    list.split(',')
-                        .map(str::trim)
-                        .filter(|c| !c.is_empty())
-                        .map(str::to_owned),
-                );
-            }
-        }
-        out
+        let head = format!("macro_rules! {suite}_conformance {{");
+        let Some(start) = source.find(&head) else {
+            return BTreeSet::new();
+        };
+        let body = &source[start + head.len()..];
+        let body = &body[..body.find("\n}\n").unwrap_or(body.len())];
+        body.split('[')
+            .skip(1)
+            .filter_map(|list| list.split_once(']'))
+            .flat_map(|(list, _)| list.split(','))
+            .map(str::trim)
+            .filter(|c| !c.is_empty())
+            .map(str::to_owned)
+            .collect()
     }
 
     #[test]
