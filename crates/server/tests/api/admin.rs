@@ -293,137 +293,26 @@ async fn refused_admin_calls_say_why() {
     let key = s.new_key("acme", "shop").await.key;
     let ghost_account = "account \"ghost\" does not exist; create it with POST /_admin/accounts";
     let no_key = format!("application \"a1\" has no key \"{key}\"");
+    #[rustfmt::skip]
     let table: &[(Method, &str, Option<Value>, u16, &str)] = &[
-        (
-            Method::POST,
-            "/_admin/accounts",
-            Some(json!({"name": "acme"})),
-            409,
-            "account \"acme\" already exists",
-        ),
-        (
-            Method::POST,
-            "/_admin/accounts",
-            Some(json!({"name": "x", "plan": "free"})),
-            422,
-            "plan \"free\" is not valid: use starter, pro or business",
-        ),
-        (
-            Method::POST,
-            "/_admin/accounts",
-            Some(json!({"name": "Bad Name"})),
-            422,
-            "account name \"Bad Name\" is not valid: use lowercase letters a-z, digits, '_' \
-             and '-', starting with a letter or digit",
-        ),
-        (
-            Method::PATCH,
-            "/_admin/accounts/ghost",
-            Some(json!({"plan": "pro"})),
-            404,
-            ghost_account,
-        ),
-        (
-            Method::GET,
-            "/_admin/accounts/ghost",
-            None,
-            404,
-            ghost_account,
-        ),
-        (
-            Method::PATCH,
-            "/_admin/accounts/acme",
-            Some(json!({"plan": "starter"})),
-            409,
-            "account \"acme\" owns 4 applications, more than the starter plan's limit of 3; \
-             delete 1 of them first",
-        ),
-        (
-            Method::POST,
-            "/_admin/apps",
-            Some(json!({"name": "s3", "account": "small"})),
-            403,
-            "account \"small\" is on the starter plan, which allows at most 3 applications; \
-             delete an application or move the account to a larger plan",
-        ),
-        (
-            Method::POST,
-            "/_admin/apps",
-            Some(json!({"name": "shop", "account": "small"})),
-            409,
-            "application \"shop\" already exists; application names are unique across all \
-             accounts",
-        ),
-        (
-            Method::POST,
-            "/_admin/apps",
-            Some(json!({"name": "data", "account": "acme"})),
-            422,
-            "application name \"data\" is reserved: it is the name of a service type",
-        ),
-        (
-            Method::POST,
-            "/_admin/apps",
-            Some(json!({"name": "lost", "account": "ghost"})),
-            404,
-            ghost_account,
-        ),
-        (
-            Method::GET,
-            "/_admin/apps?account=ghost",
-            None,
-            404,
-            ghost_account,
-        ),
-        (
-            Method::GET,
-            "/_admin/apps/Nope",
-            None,
-            404,
-            "application \"Nope\" does not exist; create it with POST /_admin/apps",
-        ),
-        (
-            Method::DELETE,
-            "/_admin/apps/ghost",
-            None,
-            404,
-            "application \"ghost\" does not exist; create it with POST /_admin/apps",
-        ),
-        (
-            Method::POST,
-            "/_admin/apps/ghost/keys",
-            None,
-            404,
-            "application \"ghost\" does not exist; create it with POST /_admin/apps",
-        ),
-        (
-            Method::GET,
-            "/_admin/apps/ghost/keys",
-            None,
-            404,
-            "application \"ghost\" does not exist; create it with POST /_admin/apps",
-        ),
-        (
-            Method::GET,
-            &format!("/_admin/apps/a1/keys/{key}"),
-            None,
-            404,
-            &no_key,
-        ),
-        (
-            Method::DELETE,
-            &format!("/_admin/apps/a1/keys/{key}"),
-            None,
-            404,
-            &no_key,
-        ),
-        (
-            Method::GET,
-            "/_admin/apps/shop/keys/not%20a%20key",
-            None,
-            404,
-            "application \"shop\" has no key \"not a key\"",
-        ),
+        (Method::POST, "/_admin/accounts", Some(json!({"name": "acme"})), 409, "account \"acme\" already exists"),
+        (Method::POST, "/_admin/accounts", Some(json!({"name": "x", "plan": "free"})), 422, "plan \"free\" is not valid: use starter, pro or business"),
+        (Method::POST, "/_admin/accounts", Some(json!({"name": "Bad Name"})), 422, "account name \"Bad Name\" is not valid: use lowercase letters a-z, digits, '_' and '-', starting with a letter or digit"),
+        (Method::PATCH, "/_admin/accounts/ghost", Some(json!({"plan": "pro"})), 404, ghost_account),
+        (Method::GET, "/_admin/accounts/ghost", None, 404, ghost_account),
+        (Method::PATCH, "/_admin/accounts/acme", Some(json!({"plan": "starter"})), 409, "account \"acme\" owns 4 applications, more than the starter plan's limit of 3; delete 1 of them first"),
+        (Method::POST, "/_admin/apps", Some(json!({"name": "s3", "account": "small"})), 403, "account \"small\" is on the starter plan, which allows at most 3 applications; delete an application or move the account to a larger plan"),
+        (Method::POST, "/_admin/apps", Some(json!({"name": "shop", "account": "small"})), 409, "application \"shop\" already exists; application names are unique across all accounts"),
+        (Method::POST, "/_admin/apps", Some(json!({"name": "data", "account": "acme"})), 422, "application name \"data\" is reserved: it is the name of a service type"),
+        (Method::POST, "/_admin/apps", Some(json!({"name": "lost", "account": "ghost"})), 404, ghost_account),
+        (Method::GET, "/_admin/apps?account=ghost", None, 404, ghost_account),
+        (Method::GET, "/_admin/apps/Nope", None, 404, "application \"Nope\" does not exist; create it with POST /_admin/apps"),
+        (Method::DELETE, "/_admin/apps/ghost", None, 404, "application \"ghost\" does not exist; create it with POST /_admin/apps"),
+        (Method::POST, "/_admin/apps/ghost/keys", None, 404, "application \"ghost\" does not exist; create it with POST /_admin/apps"),
+        (Method::GET, "/_admin/apps/ghost/keys", None, 404, "application \"ghost\" does not exist; create it with POST /_admin/apps"),
+        (Method::GET, &format!("/_admin/apps/a1/keys/{key}"), None, 404, &no_key),
+        (Method::DELETE, &format!("/_admin/apps/a1/keys/{key}"), None, 404, &no_key),
+        (Method::GET, "/_admin/apps/shop/keys/not%20a%20key", None, 404, "application \"shop\" has no key \"not a key\""),
     ];
     for (method, path, body, status, msg) in table {
         let r = s.admin(method.clone(), path, body.clone()).await;
