@@ -12,7 +12,7 @@ use std::{
 use quintet_testkit::{Process, engines};
 use serde_json::json;
 
-use crate::BIN;
+use crate::{BIN, scale_out::Shared};
 
 /// The names in `dir`.
 fn entries(dir: &Path) -> BTreeSet<String> {
@@ -89,31 +89,11 @@ fn a_refused_start_leaves_the_directory_as_it_found_it() {
 /// whatever it serves.
 #[tokio::test]
 async fn issue_18_a_stateless_node_keeps_no_store() {
-    let test = "issue_18_a_stateless_node_keeps_no_store";
-    let (Some(pg), Some(redis), Some(s3)) = (
-        engines::postgres(test).await,
-        engines::redis(test),
-        engines::s3(test),
-    ) else {
+    let Some(shared) = Shared::every_service("issue_18_a_stateless_node_keeps_no_store").await
+    else {
         return;
     };
-    let storage = format!(
-        "s3://{}/{}?endpoint={}&region={}&access_key_id={}&secret_access_key={}",
-        s3.bucket, s3.prefix, s3.endpoint, s3.region, s3.key, s3.secret
-    );
-    let url = pg.url();
-    let args = [
-        "--data",
-        url,
-        "--queue",
-        url,
-        "--search",
-        url,
-        "--cache",
-        redis.url.as_str(),
-        "--storage",
-        storage.as_str(),
-    ];
+    let args = shared.args();
     let tmp = tempfile::tempdir().unwrap();
     let dir = tmp.path().join("data");
     let mut node = Process::spawn(Path::new(BIN), &dir, &args);
