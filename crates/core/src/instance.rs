@@ -45,6 +45,25 @@ impl Instance {
     pub fn path(&self) -> String {
         path(&self.app, self.kind(), self.name.as_str())
     }
+
+    /// An instance as a registry stored it: its columns, `config` parsed as JSON.
+    pub fn from_stored(
+        id: i64,
+        app: &str,
+        kind: &str,
+        name: &str,
+        config: &Value,
+        created_ms: i64,
+    ) -> Result<Self> {
+        let kind: ServiceType = kind.parse()?;
+        Ok(Self {
+            id: InstanceId(id),
+            app: AppName::from_stored(app)?,
+            name: name.parse()?,
+            config: InstanceConfig::from_stored(kind, config)?,
+            created_ms,
+        })
+    }
 }
 
 /// The URL path of instance `name` of type `kind` in application `app`: the domain form

@@ -8,7 +8,9 @@
 //! - [`names`]: validated service types, instance and application names.
 //! - [`cache`]: cache keys, values, TTLs and glob patterns.
 //! - [`instance`]: instances and their per-type configuration.
-//! - [`ports`]: [`ports::Lifecycle`] plus one trait per service and the registry.
+//! - [`ports`]: [`ports::Lifecycle`] plus one trait per service and the registry, each
+//!   with the answers and preconditions every adapter shares ([`ports::registry::answers`],
+//!   [`ports::data::document_missing`], …), and the paged list walk ([`ports::list`]).
 //! - [`object`]: object paths, byte ranges and pre-signed URLs of the storage service.
 //! - [`search`]: tokenizing, typo tolerance, query plans and match shaping for search.
 //! - [`clock`], [`id`], [`json`], [`hmac`]: time, identifiers, guards for untrusted JSON and
@@ -18,6 +20,7 @@
 //! - [`accounts`], [`keys`], [`jwt`]: accounts and plans, access keys and connection
 //!   strings, and the HS256 tokens clients sign with them.
 //! - [`keyring`]: the master key, secrets sealed at rest with it, and keys derived from it.
+//! - [`redact`]: how a setting that may carry a secret is shown.
 
 pub mod accounts;
 pub mod cache;
@@ -38,6 +41,7 @@ pub mod mango;
 pub mod names;
 pub mod object;
 pub mod ports;
+pub mod redact;
 pub mod search;
 
 pub use clock::{Clock, ManualClock, SystemClock};

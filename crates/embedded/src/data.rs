@@ -17,7 +17,7 @@
 //! whose table is not committed yet).
 
 use std::{
-    collections::{HashMap, VecDeque},
+    collections::HashMap,
     path::Path,
     sync::{
         Arc, Mutex, RwLock,
@@ -27,7 +27,6 @@ use std::{
 };
 
 use async_trait::async_trait;
-use futures_util::stream;
 use quintet_core::{
     Clock, Error, Instance, InstanceId, Result,
     id::IdGenerator,
@@ -36,12 +35,15 @@ use quintet_core::{
         Lifecycle,
         data::{
             BulkOp, BulkOutcome, DocId, DocStore, DocStream, Document, FindOutcome, FindQuery,
-            IndexDef, ListQuery, MAX_INDEXES, QUERY_DEADLINE, RawJson, stored_text,
+            IndexDef, ListQuery, MAX_INDEXES, QUERY_DEADLINE, RawJson, document_exists,
+            document_missing, index_name_taken, stored_index, stored_raw, stored_text,
+            stored_value, too_many_indexes,
         },
+        list::{ListPages, Page, list_stream},
     },
 };
 use rusqlite::{Connection, OptionalExtension, params, params_from_iter};
-use serde_json::{Value, value::RawValue};
+use serde_json::Value;
 
 use crate::{
     hot::{Held, HotCache},
@@ -95,10 +97,7 @@ fn ddl(table: &str) -> String {
 }
 
 fn missing(instance: &Instance, id: &DocId) -> Error {
-    Error::not_found(format!(
-        "document \"{id}\" does not exist in data instance \"{}\"",
-        instance.name
-    ))
+    document_missing(&instance.name, id)
 }
 
 impl SqliteDocStore {
@@ -207,9 +206,7 @@ fn load_indexes(c: &Connection, table: &str) -> Result<Indexes> {
     let mut out = Indexes::default();
     for row in rows {
         let (num, def) = row.map_err(sql_error)?;
-        let def: Value = serde_json::from_str(&def)
-            .map_err(|e| Error::internal(format!("stored index definition: {e}")))?;
-        out.defs.push(IndexDef::from_json(&def)?);
+        out.defs.push(stored_index(&def)?);
         out.tables.push(format!("{table}_i{num}"));
     }
     Ok(out)
@@ -221,8 +218,7 @@ fn add_keys(c: &Connection, idx: &Indexes, id: &str, text: &str) -> Result<()> {
     if idx.defs.is_empty() {
         return Ok(());
     }
-    let doc: Value = serde_json::from_str(text)
-        .map_err(|e| Error::internal(format!("a stored document is not JSON: {e}")))?;
+    let doc: Value = stored_value(text)?;
     for (def, table) in idx.defs.iter().zip(&idx.tables) {
         if let Some(key) = def.key_of(&doc) {
             c.prepare_cached(&format!("INSERT INTO \"{table}\" (k, id) VALUES (?1, ?2)"))
@@ -234,8 +230,7 @@ fn add_keys(c: &Connection, idx: &Indexes, id: &str, text: &str) -> Result<()> {
 }
 
 fn remove_keys(c: &Connection, idx: &Indexes, id: &str, old_body: &str) -> Result<()> {
-    let old: Value = serde_json::from_str(old_body)
-        .map_err(|e| Error::internal(format!("a stored document is not JSON: {e}")))?;
+    let old: Value = stored_value(old_body)?;
     for (def, table) in idx.defs.iter().zip(&idx.tables) {
         if let Some(key) = def.key_of(&old) {
             c.prepare_cached(&format!("DELETE FROM \"{table}\" WHERE k = ?1 AND id = ?2"))
@@ -293,11 +288,6 @@ fn upsert_doc(
     add_keys(c, idx, id, text)
 }
 
-fn raw(text: String) -> Result<RawJson> {
-    RawValue::from_string(text)
-        .map_err(|e| Error::internal(format!("a stored document is not JSON: {e}")))
-}
-
 enum Prepared {
     Put { id: DocId, text: String },
     Delete { id: DocId },
@@ -322,10 +312,7 @@ impl DocStore for SqliteDocStore {
             .and_then(|mut s| s.execute(params![key.as_str(), text]))
             .map_err(|e| {
                 if is_unique_violation(&e) {
-                    Error::conflict(format!(
-                        "document \"{key}\" already exists in data instance \"{name}\"; \
-                         replace it with PUT"
-                    ))
+                    document_exists(&name, &key)
                 } else {
                     sql_error(e)
                 }
@@ -345,7 +332,7 @@ impl DocStore for SqliteDocStore {
         let text = self
             .db()
             .read_now(|c| stored_body(c, &table, id.as_str()))?;
-        let doc = text.map(raw).transpose()?;
+        let doc = text.map(stored_raw).transpose()?;
         if let Some(doc) = &doc {
             self.hot.fill(instance.id, id.as_str(), doc, miss);
         }
@@ -429,10 +416,7 @@ impl DocStore for SqliteDocStore {
                         } else {
                             BulkOutcome::failed(
                                 Some(id.as_str().to_owned()),
-                                format!(
-                                    "document \"{id}\" does not exist in data instance \
-                                     \"{name}\""
-                                ),
+                                document_missing(&name, &id).public_message(),
                             )
                         }
                     }
@@ -445,31 +429,11 @@ impl DocStore for SqliteDocStore {
     }
 
     async fn list(&self, instance: &Instance, query: ListQuery) -> Result<DocStream> {
-        let mut lister = Lister {
+        let pages = Pages {
             db: self.db().clone(),
             table: self.table(instance),
-            query,
-            cursor: None,
-            sent: 0,
-            buf: VecDeque::new(),
-            done: false,
         };
-        // The first page is read before answering, so a failure is still a status.
-        lister.fetch().await?;
-        Ok(Box::pin(stream::unfold(lister, |mut l| async move {
-            loop {
-                if let Some(doc) = l.buf.pop_front() {
-                    return Some((Ok(doc), l));
-                }
-                if l.done {
-                    return None;
-                }
-                if let Err(e) = l.fetch().await {
-                    l.done = true;
-                    return Some((Err(e), l));
-                }
-            }
-        })))
+        list_stream(pages, query, LIST_PAGE).await
     }
 
     async fn find(&self, instance: &Instance, query: FindQuery) -> Result<FindOutcome> {
@@ -556,11 +520,7 @@ impl DocStore for SqliteDocStore {
                     return if same {
                         Ok(false)
                     } else {
-                        Err(Error::conflict(format!(
-                            "data instance \"{name}\" has an index named \"{}\" with another \
-                             definition; choose another name",
-                            index.name
-                        )))
+                        Err(index_name_taken(&name, &index.name))
                     };
                 }
                 let (count, num): (i64, i64) = c
@@ -571,9 +531,7 @@ impl DocStore for SqliteDocStore {
                     )
                     .map_err(sql_error)?;
                 if count as usize >= MAX_INDEXES {
-                    return Err(Error::invalid(format!(
-                        "data instance \"{name}\" has {MAX_INDEXES} indexes, the most allowed"
-                    )));
+                    return Err(too_many_indexes(&name));
                 }
                 let ix = format!("{table}_i{num}");
                 c.execute_batch(&format!(
@@ -594,9 +552,7 @@ impl DocStore for SqliteDocStore {
                         .get_ref(1)
                         .and_then(|v| v.as_str().map_err(Into::into))
                         .map_err(sql_error)?;
-                    let doc: Value = serde_json::from_str(body).map_err(|e| {
-                        Error::internal(format!("a stored document is not JSON: {e}"))
-                    })?;
+                    let doc = stored_value(body)?;
                     if let Some(key) = index.key_of(&doc) {
                         insert.execute(params![key, id]).map_err(sql_error)?;
                     }
@@ -624,75 +580,55 @@ impl DocStore for SqliteDocStore {
     }
 }
 
-/// The state of a streaming list: the next page is read when the buffer runs dry.
-struct Lister {
+/// Where a list reads its pages: the instance's table.
+struct Pages {
     db: SqliteDb,
     table: String,
-    query: ListQuery,
-    cursor: Option<String>,
-    sent: usize,
-    buf: VecDeque<RawJson>,
-    done: bool,
 }
 
-impl Lister {
-    async fn fetch(&mut self) -> Result<()> {
-        let remaining = self
-            .query
-            .limit
-            .map_or(usize::MAX, |l| l - self.sent.min(l));
-        if remaining == 0 {
-            self.done = true;
-            return Ok(());
-        }
-        let table = self.table.clone();
-        if let Some(keys) = self.query.keys.clone() {
-            let docs = self
-                .db
-                .read(move |c| {
-                    let mut out = Vec::new();
-                    for k in keys {
-                        if out.len() >= remaining {
-                            break;
-                        }
-                        if let Some(body) = stored_body(c, &table, &k)? {
-                            out.push(raw(body)?);
-                        }
+#[async_trait]
+impl ListPages for Pages {
+    async fn by_ids(&self, ids: &[String], limit: usize) -> Result<Vec<RawJson>> {
+        let (table, ids) = (self.table.clone(), ids.to_vec());
+        self.db
+            .read(move |c| {
+                let mut out = Vec::new();
+                for id in ids {
+                    if out.len() >= limit {
+                        break;
                     }
-                    Ok(out)
-                })
-                .await?;
-            self.buf.extend(docs);
-            self.done = true;
-            return Ok(());
-        }
-        let page = remaining.min(LIST_PAGE);
-        let (desc, mut conds, mut args) = (self.query.descending, Vec::new(), Vec::new());
-        let (low, high) = if desc {
-            (&self.query.end_key, &self.query.start_key)
-        } else {
-            (&self.query.start_key, &self.query.end_key)
-        };
-        if let Some(l) = low {
+                    if let Some(body) = stored_body(c, &table, &id)? {
+                        out.push(stored_raw(body)?);
+                    }
+                }
+                Ok(out)
+            })
+            .await
+    }
+
+    async fn page(&self, page: Page<'_>) -> Result<Vec<(String, RawJson)>> {
+        let (mut conds, mut args) = (Vec::new(), Vec::new());
+        if let Some(l) = page.low {
             conds.push("id >= ?");
-            args.push(l.clone());
+            args.push(l.to_owned());
         }
-        if let Some(h) = high {
+        if let Some(h) = page.high {
             conds.push("id <= ?");
-            args.push(h.clone());
+            args.push(h.to_owned());
         }
-        if let Some(cur) = &self.cursor {
-            conds.push(if desc { "id < ?" } else { "id > ?" });
-            args.push(cur.clone());
+        if let Some(after) = page.after {
+            conds.push(if page.descending { "id < ?" } else { "id > ?" });
+            args.push(after.to_owned());
         }
         let sql = format!(
-            "SELECT id, body FROM \"{table}\"{}{} ORDER BY id {} LIMIT {page}",
+            "SELECT id, body FROM \"{}\"{}{} ORDER BY id {} LIMIT {}",
+            self.table,
             if conds.is_empty() { "" } else { " WHERE " },
             conds.join(" AND "),
-            if desc { "DESC" } else { "ASC" },
+            if page.descending { "DESC" } else { "ASC" },
+            page.size,
         );
-        let rows = self
-            .db
+        self.db
             .read(move |c| {
                 let mut stmt = c.prepare_cached(&sql).map_err(sql_error)?;
                 let rows = stmt
@@ -700,19 +636,14 @@ impl Lister {
                         Ok((r.get::<_, String>(0)?, r.get::<_, String>(1)?))
                     })
                     .map_err(sql_error)?;
-                rows.collect::<rusqlite::Result<Vec<_>>>()
-                    .map_err(sql_error)
+                let mut out = Vec::new();
+                for row in rows {
+                    let (id, body) = row.map_err(sql_error)?;
+                    out.push((id, stored_raw(body)?));
+                }
+                Ok(out)
             })
-            .await?;
-        if rows.len() < page {
-            self.done = true;
-        }
-        self.sent += rows.len();
-        for (id, body) in rows {
-            self.buf.push_back(raw(body)?);
-            self.cursor = Some(id);
-        }
-        Ok(())
+            .await
     }
 }
 

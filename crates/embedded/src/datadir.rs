@@ -8,10 +8,13 @@
 //!   cache.log         cache entries (append-only log)
 //!   queue.db          jobs (SQLite)
 //!   storage.db        object metadata: path → blob, size, type, etag (SQLite)
-//!   presign.key       the key that signs pre-signed storage URLs (mode 0600)
 //!   search/<id>/      one full-text index per search instance
 //!   storage/<id>/     one directory of blob files per storage instance
 //! ```
+//!
+//! Each store is created when a node first uses it, so a node whose services all live
+//! on shared engines keeps nothing here but the lock (and what the binary adds: the
+//! admin token, the registry binding).
 
 use std::{
     fs::{self, File, OpenOptions, TryLockError},
@@ -20,16 +23,67 @@ use std::{
 
 use quintet_core::{Error, Result};
 
+/// The registry's file.
+pub const REGISTRY: &str = "registry.db";
+/// The documents' file.
+pub const DATA: &str = "data.db";
+/// The cache's log.
+pub const CACHE: &str = "cache.log";
+/// The queues' file.
+pub const QUEUE: &str = "queue.db";
+/// The directory of the search indexes.
+pub const SEARCH: &str = "search";
+
+/// Every name a store of this crate creates in the data directory, earlier versions'
+/// included (`cache.db`).
+pub const STORES: &[&str] = &[
+    REGISTRY,
+    DATA,
+    CACHE,
+    "cache.db",
+    QUEUE,
+    SEARCH,
+    crate::storage::DB,
+    crate::storage::DIR,
+    crate::storage::KEY,
+];
+
+/// What a data directory held when it was opened.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Found {
+    /// It did not exist: this open created it.
+    Missing,
+    /// It existed with no entry (a pre-created directory: a volume, a package's, systemd's
+    /// `StateDirectory`).
+    Empty,
+    /// It held something.
+    Used,
+}
+
 /// An opened data directory, locked against a second server for as long as it lives.
 #[derive(Debug)]
 pub struct DataDir {
     root: PathBuf,
+    found: Found,
+    /// Whether this open created the `LOCK` file.
+    created_lock: bool,
     _lock: File,
 }
 
 impl DataDir {
     /// Create `root` when missing and take its lock. Fails when another process holds it.
     pub fn open(root: &Path) -> Result<Self> {
+        let found = match fs::read_dir(root).map(|mut entries| entries.next().is_none()) {
+            Ok(true) => Found::Empty,
+            Ok(false) => Found::Used,
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => Found::Missing,
+            Err(e) => {
+                return Err(Error::internal(format!(
+                    "cannot read data directory {}: {e}",
+                    root.display()
+                )));
+            }
+        };
         fs::create_dir_all(root).map_err(|e| {
             Error::internal(format!(
                 "cannot create data directory {}: {e}",
@@ -37,6 +91,7 @@ impl DataDir {
             ))
         })?;
         let lock_path = root.join("LOCK");
+        let created_lock = !lock_path.exists();
         let lock = OpenOptions::new()
             .create(true)
             .truncate(false)
@@ -60,6 +115,8 @@ impl DataDir {
         }
         Ok(Self {
             root: root.to_owned(),
+            found,
+            created_lock,
             _lock: lock,
         })
     }
@@ -67,6 +124,45 @@ impl DataDir {
     /// The directory's path.
     pub fn root(&self) -> &Path {
         &self.root
+    }
+
+    /// What the directory held before this open.
+    pub fn found(&self) -> Found {
+        self.found
+    }
+
+    /// Whether a store of this crate keeps anything here ([`STORES`]).
+    pub fn holds_stores(&self) -> bool {
+        STORES.iter().any(|name| self.join(name).exists())
+    }
+
+    /// Give the directory up after a start that failed, leaving it as it was found: a
+    /// directory this open created is removed, one found empty is emptied again, and from
+    /// one that held something only the lock file goes, if this open created it (what the
+    /// start added to existing stores stays). Then the lock is released.
+    pub fn abandon(self) {
+        let emptied = match self.found {
+            Found::Missing => fs::remove_dir_all(&self.root),
+            Found::Empty => fs::read_dir(&self.root).and_then(|entries| {
+                entries.into_iter().try_for_each(|entry| {
+                    let path = entry?.path();
+                    if path.is_dir() {
+                        fs::remove_dir_all(path)
+                    } else {
+                        fs::remove_file(path)
+                    }
+                })
+            }),
+            Found::Used if self.created_lock => fs::remove_file(self.join("LOCK")),
+            Found::Used => Ok(()),
+        };
+        if let Err(e) = emptied {
+            tracing::warn!(
+                dir = %self.root.display(),
+                error = %e,
+                "could not remove what a failed start created in the data directory"
+            );
+        }
     }
 
     /// Path of a file or directory directly inside the data directory.
@@ -99,6 +195,39 @@ pub(crate) fn remove_file_if_present(path: &Path) -> std::io::Result<bool> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn abandoning_leaves_the_directory_as_it_was_found() {
+        let dir = tempfile::tempdir().unwrap();
+        let missing = dir.path().join("missing");
+        let opened = DataDir::open(&missing).unwrap();
+        assert_eq!(opened.found(), Found::Missing);
+        fs::write(opened.join(DATA), "x").unwrap();
+        opened.abandon();
+        assert!(!missing.exists());
+
+        let empty = dir.path().join("empty");
+        fs::create_dir(&empty).unwrap();
+        let opened = DataDir::open(&empty).unwrap();
+        assert_eq!(opened.found(), Found::Empty);
+        assert!(!opened.holds_stores());
+        fs::create_dir_all(opened.join(SEARCH).join("1")).unwrap();
+        assert!(opened.holds_stores());
+        opened.abandon();
+        assert_eq!(fs::read_dir(&empty).unwrap().count(), 0);
+
+        fs::write(empty.join("registry-id"), "embedded").unwrap();
+        let used = DataDir::open(&empty).unwrap();
+        assert_eq!(used.found(), Found::Used);
+        used.abandon();
+        assert_eq!(fs::read_dir(&empty).unwrap().count(), 1, "only registry-id");
+
+        drop(DataDir::open(&empty).unwrap());
+        let used = DataDir::open(&empty).unwrap();
+        fs::write(used.join(REGISTRY), "x").unwrap();
+        used.abandon();
+        assert!(empty.join(REGISTRY).exists() && empty.join("LOCK").exists());
+    }
 
     #[test]
     fn a_second_open_is_refused_until_the_first_is_dropped() {

@@ -85,28 +85,59 @@ impl Embedded {
     ) -> Result<Self> {
         let dir = datadir::DataDir::open(data_dir)?;
         Ok(Self {
-            registry: Arc::new(registry::SqliteRegistry::open(
-                &dir.join("registry.db"),
-                Arc::clone(&clock),
-                Arc::clone(&options.keyring),
-            )?),
-            data: Arc::new(data::SqliteDocStore::open(
-                &dir.join("data.db"),
-                Arc::clone(&clock),
-            )?),
-            cache: Arc::new(cache::EmbeddedCache::open(
-                &dir.join("cache.log"),
-                Arc::clone(&clock),
-                &options.cache,
-            )?),
-            search: Arc::new(search::TantivySearchIndex::open(&dir.join("search"))?),
-            queue: Arc::new(queue::SqliteJobQueue::open(&dir.join("queue.db"))?),
-            storage: Arc::new(storage::FsBlobStore::open(
-                dir.root(),
-                Arc::clone(&clock),
-                UrlSigner::from_keyring(&options.keyring),
-            )?),
+            registry: Arc::new(dir.registry(Arc::clone(&clock), Arc::clone(&options.keyring))?),
+            data: Arc::new(dir.data(Arc::clone(&clock))?),
+            cache: Arc::new(dir.cache(Arc::clone(&clock), &options.cache)?),
+            search: Arc::new(dir.search()?),
+            queue: Arc::new(dir.queue()?),
+            storage: Arc::new(dir.storage(clock, UrlSigner::from_keyring(&options.keyring))?),
             dir,
         })
+    }
+}
+
+/// Each store of the data directory, opened (and created when missing) on its own, so a
+/// node opens only the stores it uses.
+impl datadir::DataDir {
+    /// Applications, keys and instances (`registry.db`), secrets sealed with `keyring`.
+    pub fn registry(
+        &self,
+        clock: Arc<dyn Clock>,
+        keyring: Arc<Keyring>,
+    ) -> Result<registry::SqliteRegistry> {
+        registry::SqliteRegistry::open(&self.join(datadir::REGISTRY), clock, keyring)
+    }
+
+    /// Documents (`data.db`).
+    pub fn data(&self, clock: Arc<dyn Clock>) -> Result<data::SqliteDocStore> {
+        data::SqliteDocStore::open(&self.join(datadir::DATA), clock)
+    }
+
+    /// Cache entries (`cache.log`), with `options`.
+    pub fn cache(
+        &self,
+        clock: Arc<dyn Clock>,
+        options: &cache::CacheOptions,
+    ) -> Result<cache::EmbeddedCache> {
+        cache::EmbeddedCache::open(&self.join(datadir::CACHE), clock, options)
+    }
+
+    /// Full-text indexes (`search/`).
+    pub fn search(&self) -> Result<search::TantivySearchIndex> {
+        search::TantivySearchIndex::open(&self.join(datadir::SEARCH))
+    }
+
+    /// Jobs (`queue.db`).
+    pub fn queue(&self) -> Result<queue::SqliteJobQueue> {
+        queue::SqliteJobQueue::open(&self.join(datadir::QUEUE))
+    }
+
+    /// Objects (`storage.db`, `storage/`), their pre-signed URLs signed by `signer`.
+    pub fn storage(
+        &self,
+        clock: Arc<dyn Clock>,
+        signer: UrlSigner,
+    ) -> Result<storage::FsBlobStore> {
+        storage::FsBlobStore::open(self.root(), clock, signer)
     }
 }

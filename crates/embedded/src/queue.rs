@@ -23,24 +23,20 @@ use quintet_core::{
     id::{IdGenerator, random_bytes},
     ports::{
         Lifecycle,
-        data::RawJson,
         queue::{
             Claim, ClaimedJob, IdempotencyKey, JobBody, JobQueue, JobRecord, JobStatus, LeaseToken,
-            ListJobs, Outcome, Settlement,
+            ListJobs, Outcome, Settlement, idempotency_key_taken, job_missing, job_not_failed,
+            queue_missing, stored_job,
         },
     },
 };
 use rusqlite::{Connection, OptionalExtension, params};
-use serde_json::value::RawValue;
 use std::sync::Arc;
 
 use crate::{
     instance_store::TableLifecycle,
     sqlite::{SqliteDb, SqliteOptions, is_missing_table, is_unique_violation, sql_error},
 };
-
-const READY: &str = "READY";
-const ERROR: &str = "ERROR";
 
 /// Jobs of every queue instance, in one SQLite file.
 #[derive(Debug, Clone)]
@@ -114,7 +110,7 @@ impl SqliteJobQueue {
 fn map_err(instance_name: &str) -> impl Fn(rusqlite::Error) -> Error + '_ {
     move |e| {
         if is_missing_table(&e) {
-            Error::not_found(format!("queue instance \"{instance_name}\" does not exist"))
+            queue_missing(instance_name)
         } else {
             sql_error(e)
         }
@@ -133,10 +129,6 @@ fn random_tokens(n: usize) -> Result<Vec<i64>> {
             (i64::from_le_bytes(buf) & i64::MAX).max(1)
         })
         .collect())
-}
-
-fn job_missing(id: &str) -> Error {
-    Error::not_found(format!("job \"{id}\" does not exist in this queue"))
 }
 
 #[async_trait]
@@ -195,12 +187,10 @@ impl JobQueue for SqliteJobQueue {
                             )
                             .optional()
                             .map_err(sql_error)?;
-                        Err(Error::conflict(format!(
-                            "a job with Idempotency-Key \"{}\" is already queued (id \"{}\"); \
-                             the key can be used again once that job is gone",
+                        Err(idempotency_key_taken(
                             key.unwrap_or_default(),
-                            existing.unwrap_or_default()
-                        )))
+                            existing.unwrap_or_default(),
+                        ))
                     }
                     Err(e) => Err(map_err(&name)(e)),
                 }
@@ -247,9 +237,7 @@ impl JobQueue for SqliteJobQueue {
                     .map_err(map_err(&name))?;
                 match status {
                     None => Err(job_missing(&id)),
-                    Some(_) => Err(Error::conflict(format!(
-                        "job \"{id}\" is READY, not ERROR: it is waiting for delivery already"
-                    ))),
+                    Some(_) => Err(job_not_failed(&id)),
                 }
             })
             .await
@@ -498,17 +486,8 @@ fn list_jobs(c: &Connection, table: &str, name: &str, q: &ListJobs) -> Result<Ve
     rows.into_iter()
         .map(
             |(id, status, job, attempts, error, created_ms, updated_ms)| {
-                let job: RawJson = RawValue::from_string(job)
-                    .map_err(|e| Error::internal(format!("stored job {id} is not JSON: {e}")))?;
-                let status = match status.as_str() {
-                    READY => JobStatus::Ready,
-                    ERROR => JobStatus::Error,
-                    other => {
-                        return Err(Error::internal(format!(
-                            "stored job {id} has unknown status {other}"
-                        )));
-                    }
-                };
+                let job = stored_job(&id, job)?;
+                let status = JobStatus::from_stored(&id, &status)?;
                 Ok(JobRecord {
                     id,
                     status,

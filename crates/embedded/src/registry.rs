@@ -11,7 +11,10 @@ use quintet_core::{
     accounts::{Account, AccountName, AccountUsage, App, Plan},
     keyring::Keyring,
     keys::{AccessKey, KeyId},
-    ports::registry::{ChangeListener, Registry},
+    ports::registry::{
+        ChangeListener, Registry,
+        answers::{self, account_missing, app_missing},
+    },
 };
 use rusqlite::{Connection, OptionalExtension, Row, params};
 
@@ -154,18 +157,10 @@ fn instance_from_row(row: &Row<'_>, ring: &Keyring) -> rusqlite::Result<Result<I
     let config: String = row.get(4)?;
     let created_ms: i64 = row.get(5)?;
     Ok((|| {
-        let kind: ServiceType = kind.parse()?;
         let config: serde_json::Value = serde_json::from_str(&config)
             .map_err(|e| Error::internal(format!("instance {id}: stored config: {e}")))?;
-        let app = AppName::from_stored(&app)?;
-        let config = ring.open_config(&app, &name, config)?;
-        Ok(Instance {
-            id: InstanceId(id),
-            app,
-            name: name.parse()?,
-            config: InstanceConfig::from_stored(kind, &config)?,
-            created_ms,
-        })
+        let config = ring.open_config(&AppName::from_stored(&app)?, &name, config)?;
+        Instance::from_stored(id, &app, &kind, &name, &config, created_ms)
     })())
 }
 
@@ -197,9 +192,7 @@ fn account_usage_from_row(row: &Row<'_>) -> rusqlite::Result<Result<AccountUsage
         Ok(AccountUsage {
             account: Account {
                 name: name.parse()?,
-                plan: plan
-                    .parse()
-                    .map_err(|e| Error::internal(format!("account {name}: stored plan: {e}")))?,
+                plan: plan.parse().map_err(|e| answers::stored_plan(&name, e))?,
                 created_ms,
             },
             apps: usize::try_from(apps).unwrap_or(0),
@@ -217,18 +210,6 @@ fn get_account(conn: &Connection, name: &str) -> Result<Option<AccountUsage>> {
         .optional()
         .map_err(sql_error)?
         .transpose()
-}
-
-fn account_missing(name: &AccountName) -> Error {
-    Error::not_found(format!(
-        "account \"{name}\" does not exist; create it with POST /_admin/accounts"
-    ))
-}
-
-fn app_missing(name: &AppName) -> Error {
-    Error::not_found(format!(
-        "application \"{name}\" does not exist; create it with POST /_admin/apps"
-    ))
 }
 
 fn app_from_row(row: &Row<'_>) -> rusqlite::Result<Result<App>> {
@@ -313,9 +294,7 @@ impl Registry for SqliteRegistry {
                     .and_then(|mut s| s.exists([app.as_str()]))
                     .map_err(sql_error)?;
                 if !app_exists {
-                    return Err(Error::not_found(format!(
-                        "application \"{app}\" does not exist"
-                    )));
+                    return Err(app_missing(&app));
                 }
                 let kind = config.kind();
                 conn.prepare_cached(
@@ -333,7 +312,7 @@ impl Registry for SqliteRegistry {
                 })
                 .map_err(|e| {
                     if is_unique_violation(&e) {
-                        Error::conflict(format!("{kind} instance \"{name}\" already exists"))
+                        answers::instance_exists(kind, &name)
                     } else {
                         sql_error(e)
                     }
@@ -373,9 +352,7 @@ impl Registry for SqliteRegistry {
         self.db
             .write(move |conn| {
                 let inst = get_instance(conn, &ring, app.as_str(), kind, name.as_str())?
-                    .ok_or_else(|| {
-                        Error::not_found(format!("{kind} instance \"{name}\" does not exist"))
-                    })?;
+                    .ok_or_else(|| answers::instance_missing(kind, &name))?;
                 conn.prepare_cached("DELETE FROM instances WHERE id = ?1")
                     .and_then(|mut s| s.execute([inst.id.0]))
                     .map_err(sql_error)?;
@@ -418,7 +395,7 @@ impl Registry for SqliteRegistry {
                 .and_then(|mut s| s.execute(params![name.as_str(), plan.as_str(), created_ms]))
                 .map_err(|e| {
                     if is_unique_violation(&e) {
-                        Error::conflict(format!("account \"{name}\" already exists"))
+                        answers::account_exists(&name)
                     } else {
                         sql_error(e)
                     }
@@ -481,10 +458,7 @@ impl Registry for SqliteRegistry {
                 let usage = get_account(conn, account.as_str())?
                     .ok_or_else(|| account_missing(&account))?;
                 if get_app(conn, name.as_str())?.is_some() {
-                    return Err(Error::conflict(format!(
-                        "application \"{name}\" already exists; application names are unique \
-                         across all accounts"
-                    )));
+                    return Err(answers::app_exists(&name));
                 }
                 usage.account.plan.check_new_app(&account, usage.apps)?;
                 conn.prepare_cached(
@@ -531,11 +505,7 @@ impl Registry for SqliteRegistry {
     }
 
     async fn delete_app(&self, name: &AppName) -> Result<(App, Vec<Instance>)> {
-        if name.is_domain() {
-            return Err(Error::invalid(
-                "the built-in domain application cannot be deleted",
-            ));
-        }
+        answers::check_deletable(name)?;
         let name = name.clone();
         let ring = Arc::clone(&self.ring);
         self.db
@@ -570,12 +540,7 @@ impl Registry for SqliteRegistry {
     }
 
     async fn create_key(&self, app: &AppName) -> Result<AccessKey> {
-        if app.is_domain() {
-            return Err(Error::invalid(
-                "the built-in domain application has no access keys; the domain form is \
-                 authenticated by the server's --auth setting",
-            ));
-        }
+        answers::check_may_have_keys(app)?;
         let key = AccessKey::generate(app, self.clock.now_ms())?;
         let stored = self.ring.seal_key_secret(&key.key, &key.secret)?;
         self.db
@@ -596,8 +561,7 @@ impl Registry for SqliteRegistry {
                 })
                 .map_err(|e| {
                     if is_unique_violation(&e) {
-                        // 96 random bits: a collision is a broken random source.
-                        Error::internal("a generated key id already exists")
+                        answers::key_id_collision()
                     } else {
                         sql_error(e)
                     }
@@ -644,9 +608,7 @@ impl Registry for SqliteRegistry {
             .write(move |conn| {
                 let found = get_key(conn, &ring, key.as_str())?
                     .filter(|k| k.app == app)
-                    .ok_or_else(|| {
-                        Error::not_found(format!("application \"{app}\" has no key \"{key}\""))
-                    })?;
+                    .ok_or_else(|| answers::key_missing(&app, &key))?;
                 if found.is_revoked() {
                     return Ok(found);
                 }

@@ -1,111 +1,179 @@
-//! The core conformance suites, run against every embedded adapter.
+//! The core conformance suites against every embedded adapter, one test per case (see
+//! `quintet_core::conformance`), each on a data directory of its own.
 
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
 use std::sync::Arc;
 
 use quintet_core::{
-    InstanceConfig, ServiceType, SystemClock, conformance,
-    ports::{queue::QueueConfig, search::SearchConfig},
+    Clock, ManualClock, SystemClock,
+    conformance::Subject,
+    ports::{
+        cache::Cache, data::DocStore, queue::JobQueue, registry::Registry, search::SearchIndex,
+        storage::ObjectStorage,
+    },
 };
-use quintet_embedded::Embedded;
+use quintet_embedded::{cache::CacheOptions, datadir::DataDir};
 
-fn open() -> (tempfile::TempDir, Embedded) {
-    let dir = tempfile::tempdir().unwrap();
-    let embedded = Embedded::open(dir.path(), Arc::new(SystemClock)).unwrap();
-    (dir, embedded)
+/// A fresh, locked data directory, kept (with its temporary parent) by the subject.
+fn dir() -> (tempfile::TempDir, DataDir) {
+    let tmp = tempfile::tempdir().unwrap();
+    let dir = DataDir::open(tmp.path()).unwrap();
+    (tmp, dir)
 }
 
-#[tokio::test]
-async fn registry() {
-    let (_dir, e) = open();
-    conformance::registry::run_all(&*e.registry).await;
+fn clock() -> Arc<dyn Clock> {
+    Arc::new(SystemClock)
 }
 
-#[tokio::test]
-async fn data() {
-    let (_dir, e) = open();
-    conformance::data::run_all(&*e.data).await;
+async fn registry(_: &str) -> Option<Subject<dyn Registry>> {
+    let (tmp, dir) = dir();
+    let ring = quintet_core::keyring::Keyring::for_tests();
+    let port: Arc<dyn Registry> = Arc::new(dir.registry(clock(), ring).unwrap());
+    Some(Subject::new(port).keeping((dir, tmp)))
 }
 
-#[tokio::test]
-async fn lifecycle_of_every_adapter() {
-    let (_dir, e) = open();
-    let search = InstanceConfig::Search(SearchConfig {
-        fields: vec!["title".into()],
-        store_fields: vec![],
-    });
-    let queue = InstanceConfig::Queue(QueueConfig::new("http://127.0.0.1:9/"));
-    conformance::lifecycle::run_all(&*e.data, InstanceConfig::Data).await;
-    conformance::lifecycle::run_all(&*e.cache, InstanceConfig::Cache).await;
-    conformance::lifecycle::run_all(&*e.search, search).await;
-    conformance::lifecycle::run_all(&*e.queue, queue).await;
-    conformance::lifecycle::run_all(&*e.storage, InstanceConfig::Storage).await;
-    assert_eq!(ServiceType::ALL.len(), 5);
+async fn data(_: &str) -> Option<Subject<dyn DocStore>> {
+    let (tmp, dir) = dir();
+    let port: Arc<dyn DocStore> = Arc::new(dir.data(clock()).unwrap());
+    Some(Subject::new(port).keeping((dir, tmp)))
 }
 
-#[tokio::test]
-async fn queue() {
-    let (_dir, e) = open();
-    conformance::queue::run_all(&*e.queue).await;
+async fn search(_: &str) -> Option<Subject<dyn SearchIndex>> {
+    let (tmp, dir) = dir();
+    let port: Arc<dyn SearchIndex> = Arc::new(dir.search().unwrap());
+    Some(Subject::new(port).keeping((dir, tmp)))
 }
 
-#[tokio::test]
-async fn storage() {
-    let (_dir, e) = open();
-    conformance::storage::run_all(&*e.storage).await;
+async fn queue(_: &str) -> Option<Subject<dyn JobQueue>> {
+    let (tmp, dir) = dir();
+    let port: Arc<dyn JobQueue> = Arc::new(dir.queue().unwrap());
+    Some(Subject::new(port).keeping((dir, tmp)))
 }
 
-/// The embedded cache on `clock`, with `options`.
-fn open_cache(
-    options: quintet_embedded::cache::CacheOptions,
-    clock: Arc<quintet_core::ManualClock>,
-) -> (tempfile::TempDir, Embedded) {
-    let dir = tempfile::tempdir().unwrap();
-    let options = quintet_embedded::EmbeddedOptions {
-        cache: options,
-        ..quintet_embedded::EmbeddedOptions::new(Arc::new(
-            quintet_core::keyring::Keyring::ephemeral().unwrap(),
-        ))
-    };
-    let embedded = Embedded::open_with(dir.path(), clock, &options).unwrap();
-    (dir, embedded)
+async fn storage(_: &str) -> Option<Subject<dyn ObjectStorage>> {
+    let (tmp, dir) = dir();
+    let signer = quintet_core::object::UrlSigner::new("test", [7; 32], vec![]);
+    let port: Arc<dyn ObjectStorage> = Arc::new(dir.storage(clock(), signer).unwrap());
+    Some(Subject::new(port).keeping((dir, tmp)))
 }
 
-#[tokio::test]
-async fn cache_durable() {
-    let clock = Arc::new(quintet_core::ManualClock::new(1_700_000_000_000));
-    let (_dir, e) = open_cache(Default::default(), Arc::clone(&clock));
-    conformance::cache::run_all(&*e.cache, &clock).await;
+/// The cache on `clock` with `options`.
+fn cache_with(options: &CacheOptions, clock: Arc<ManualClock>) -> Subject<dyn Cache> {
+    let (tmp, dir) = dir();
+    let port: Arc<dyn Cache> = Arc::new(dir.cache(clock, options).unwrap());
+    Subject::new(port).keeping((dir, tmp))
 }
 
-#[tokio::test]
-async fn cache_memory_only() {
-    let clock = Arc::new(quintet_core::ManualClock::new(1_700_000_000_000));
-    let options = quintet_embedded::cache::CacheOptions {
-        memory_only: true,
-        max_bytes: None,
-    };
-    let (_dir, e) = open_cache(options, Arc::clone(&clock));
-    conformance::cache::run_all(&*e.cache, &clock).await;
-    conformance::lifecycle::run_all(&*e.cache, InstanceConfig::Cache).await;
+mod registry {
+    quintet_core::registry_conformance!(super::registry);
 }
 
-#[tokio::test]
-async fn cache_bounded() {
-    // A bound far above what the suite stores: the recency bookkeeping runs on every call
-    // and must not change any answer.
-    let clock = Arc::new(quintet_core::ManualClock::new(1_700_000_000_000));
-    let options = quintet_embedded::cache::CacheOptions {
-        memory_only: false,
-        max_bytes: Some(1 << 30),
-    };
-    let (_dir, e) = open_cache(options, Arc::clone(&clock));
-    conformance::cache::run_all(&*e.cache, &clock).await;
+mod data {
+    quintet_core::data_conformance!(super::data);
+    mod lifecycle {
+        quintet_core::lifecycle_conformance!(
+            super::super::data,
+            quintet_core::InstanceConfig::Data
+        );
+    }
 }
 
-#[tokio::test]
-async fn search() {
-    let (_dir, e) = open();
-    conformance::search::run_all(&*e.search).await;
+mod search {
+    quintet_core::search_conformance!(super::search);
+    mod lifecycle {
+        quintet_core::lifecycle_conformance!(
+            super::super::search,
+            quintet_core::InstanceConfig::Search(quintet_core::ports::search::SearchConfig {
+                fields: vec!["title".into()],
+                store_fields: vec![],
+            })
+        );
+    }
+}
+
+mod queue {
+    quintet_core::queue_conformance!(super::queue);
+    mod lifecycle {
+        quintet_core::lifecycle_conformance!(
+            super::super::queue,
+            quintet_core::InstanceConfig::Queue(quintet_core::ports::queue::QueueConfig::new(
+                "http://127.0.0.1:9/"
+            ))
+        );
+    }
+}
+
+mod storage {
+    quintet_core::storage_conformance!(super::storage);
+    mod lifecycle {
+        quintet_core::lifecycle_conformance!(
+            super::super::storage,
+            quintet_core::InstanceConfig::Storage
+        );
+    }
+}
+
+/// The durable cache: values in `cache.log`.
+mod cache_durable {
+    use super::*;
+
+    async fn open(_: &str, clock: Arc<ManualClock>) -> Option<Subject<dyn Cache>> {
+        Some(cache_with(&CacheOptions::default(), clock))
+    }
+
+    async fn lifecycle(_: &str) -> Option<Subject<dyn Cache>> {
+        open(
+            "",
+            Arc::new(ManualClock::new(quintet_core::conformance::T0)),
+        )
+        .await
+    }
+
+    quintet_core::cache_conformance!(open);
+    mod lifecycle {
+        quintet_core::lifecycle_conformance!(super::lifecycle, quintet_core::InstanceConfig::Cache);
+    }
+}
+
+/// The memory-only cache: nothing on disk.
+mod cache_memory_only {
+    use super::*;
+
+    async fn open(_: &str, clock: Arc<ManualClock>) -> Option<Subject<dyn Cache>> {
+        let options = CacheOptions {
+            memory_only: true,
+            max_bytes: None,
+        };
+        Some(cache_with(&options, clock))
+    }
+
+    async fn lifecycle(_: &str) -> Option<Subject<dyn Cache>> {
+        open(
+            "",
+            Arc::new(ManualClock::new(quintet_core::conformance::T0)),
+        )
+        .await
+    }
+
+    quintet_core::cache_conformance!(open);
+    mod lifecycle {
+        quintet_core::lifecycle_conformance!(super::lifecycle, quintet_core::InstanceConfig::Cache);
+    }
+}
+
+/// A bound far above what the suite stores: the recency bookkeeping runs on every call
+/// and must not change any answer.
+mod cache_bounded {
+    use super::*;
+
+    async fn open(_: &str, clock: Arc<ManualClock>) -> Option<Subject<dyn Cache>> {
+        let options = CacheOptions {
+            memory_only: false,
+            max_bytes: Some(1 << 30),
+        };
+        Some(cache_with(&options, clock))
+    }
+
+    quintet_core::cache_conformance!(open);
 }

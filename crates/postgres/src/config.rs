@@ -50,7 +50,7 @@ impl PgConfig {
 
     /// The URL with its password, if any, replaced by `***`: fit for logs and messages.
     pub fn redacted_url(&self) -> String {
-        redact(&self.url)
+        quintet_core::redact::url(&self.url)
     }
 
     /// The client settings, checked.
@@ -131,57 +131,9 @@ fn split_pool_size(url: &str) -> Result<(String, Option<usize>)> {
     Ok((url, size))
 }
 
-/// `url` with the password of its user part, and a `password` parameter, hidden.
-fn redact(url: &str) -> String {
-    let Some((scheme, rest)) = url.split_once("://") else {
-        return url.to_owned();
-    };
-    let (authority, tail) = match rest.find(['/', '?']) {
-        Some(i) => rest.split_at(i),
-        None => (rest, ""),
-    };
-    let authority = match authority.rsplit_once('@') {
-        Some((user, host)) => match user.split_once(':') {
-            Some((name, _)) => format!("{name}:***@{host}"),
-            None => authority.to_owned(),
-        },
-        None => authority.to_owned(),
-    };
-    let tail = match tail.split_once('?') {
-        Some((path, query)) => {
-            let params: Vec<String> = query
-                .split('&')
-                .map(|p| match p.split_once('=') {
-                    Some(("password", _)) => "password=***".to_owned(),
-                    _ => p.to_owned(),
-                })
-                .collect();
-            format!("{path}?{}", params.join("&"))
-        }
-        None => tail.to_owned(),
-    };
-    format!("{scheme}://{authority}{tail}")
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    #[test]
-    fn passwords_are_redacted() {
-        let cases = [
-            ("postgres://u:pw@h:5432/db", "postgres://u:***@h:5432/db"),
-            ("postgres://u@h/db", "postgres://u@h/db"),
-            ("postgres://h", "postgres://h"),
-            (
-                "postgresql://u:p@ss@h/db?password=x&options=-c",
-                "postgresql://u:***@h/db?password=***&options=-c",
-            ),
-        ];
-        for (url, shown) in cases {
-            assert_eq!(redact(url), shown, "{url}");
-        }
-    }
 
     #[test]
     fn the_pool_size_is_a_parameter_of_the_url() {

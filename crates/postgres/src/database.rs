@@ -95,6 +95,24 @@ impl PgDatabase {
         &self.schema
     }
 
+    /// Remove every row of instance `id` in one transaction: its row of `instances` (the
+    /// lock its writers take) first, then its rows of `tables`, each keyed by `instance`.
+    pub(crate) async fn drop_instance_rows(
+        &self,
+        instances: &str,
+        tables: &[&str],
+        id: i64,
+    ) -> Result<()> {
+        let mut client = self.client().await?;
+        let tx = client.transaction().await.map_err(pg_error)?;
+        for table in std::iter::once(&instances).chain(tables) {
+            tx.execute(&format!("DELETE FROM {table} WHERE instance = $1"), &[&id])
+                .await
+                .map_err(pg_error)?;
+        }
+        tx.commit().await.map_err(pg_error)
+    }
+
     /// The URL without its password, for logs and messages.
     pub fn shown_url(&self) -> &str {
         &self.shown_url

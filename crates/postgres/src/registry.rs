@@ -18,11 +18,14 @@ use std::{
 
 use async_trait::async_trait;
 use quintet_core::{
-    AppName, Clock, Error, Instance, InstanceConfig, InstanceId, InstanceName, Result, ServiceType,
+    AppName, Clock, Instance, InstanceConfig, InstanceId, InstanceName, Result, ServiceType,
     accounts::{Account, AccountName, AccountUsage, App, Plan},
     keyring::Keyring,
     keys::{AccessKey, KeyId},
-    ports::registry::{ChangeListener, Registry, RegistryChange},
+    ports::registry::{
+        ChangeListener, Registry, RegistryChange,
+        answers::{self, account_missing, app_exists, app_missing},
+    },
 };
 use tokio_postgres::Row;
 
@@ -203,16 +206,9 @@ fn instance_from_row(row: &Row, ring: &Keyring) -> Result<Instance> {
     let kind: String = row.try_get(2).map_err(pg_error)?;
     let name: String = row.try_get(3).map_err(pg_error)?;
     let config: serde_json::Value = row.try_get(4).map_err(pg_error)?;
-    let kind: ServiceType = kind.parse()?;
-    let app = AppName::from_stored(&app)?;
-    let config = ring.open_config(&app, &name, config)?;
-    Ok(Instance {
-        id: InstanceId(id),
-        app,
-        name: name.parse()?,
-        config: InstanceConfig::from_stored(kind, &config)?,
-        created_ms: row.try_get(5).map_err(pg_error)?,
-    })
+    let created_ms: i64 = row.try_get(5).map_err(pg_error)?;
+    let config = ring.open_config(&AppName::from_stored(&app)?, &name, config)?;
+    Instance::from_stored(id, &app, &kind, &name, &config, created_ms)
 }
 
 const ACCOUNT_USAGE: &str = "SELECT a.name, a.plan, a.created_ms, \
@@ -225,9 +221,7 @@ fn account_usage_from_row(row: &Row) -> Result<AccountUsage> {
     let apps: i64 = row.try_get(3).map_err(pg_error)?;
     Ok(AccountUsage {
         account: Account {
-            plan: plan
-                .parse()
-                .map_err(|e| Error::internal(format!("account {name}: stored plan: {e}")))?,
+            plan: plan.parse().map_err(|e| answers::stored_plan(&name, e))?,
             name: name.parse()?,
             created_ms: row.try_get(2).map_err(pg_error)?,
         },
@@ -260,24 +254,6 @@ fn key_from_row(row: &Row, ring: &Keyring) -> Result<AccessKey> {
         last_used_ms: row.try_get(4).map_err(pg_error)?,
         revoked_ms: row.try_get(5).map_err(pg_error)?,
     })
-}
-
-fn account_missing(name: &AccountName) -> Error {
-    Error::not_found(format!(
-        "account \"{name}\" does not exist; create it with POST /_admin/accounts"
-    ))
-}
-
-fn app_missing(name: &AppName) -> Error {
-    Error::not_found(format!(
-        "application \"{name}\" does not exist; create it with POST /_admin/apps"
-    ))
-}
-
-fn app_exists(name: &AppName) -> Error {
-    Error::conflict(format!(
-        "application \"{name}\" already exists; application names are unique across all accounts"
-    ))
 }
 
 /// Run `$body` (which uses `$tx`) in a transaction on a pooled connection and commit; an
@@ -322,8 +298,8 @@ impl Registry for PgRegistry {
                 .map_err(|e| {
                     violation_as(
                         e,
-                        || Error::conflict(format!("{kind} instance \"{name}\" already exists")),
-                        || Error::not_found(format!("application \"{app}\" does not exist")),
+                        || answers::instance_exists(kind, name),
+                        || app_missing(app),
                     )
                 })?;
             let instance = Instance {
@@ -386,9 +362,7 @@ impl Registry for PgRegistry {
                 )
                 .await
                 .map_err(pg_error)?
-                .ok_or_else(|| {
-                    Error::not_found(format!("{kind} instance \"{name}\" does not exist"))
-                })?;
+                .ok_or_else(|| answers::instance_missing(kind, name))?;
             let instance = instance_from_row(&row, &self.ring)?;
             let change = RegistryChange::InstanceDeleted {
                 app: app.clone(),
@@ -430,7 +404,7 @@ impl Registry for PgRegistry {
                 &[&name.as_str(), &plan.as_str(), &created_ms],
             )
             .await
-            .map_err(|e| unique_as(e, || format!("account \"{name}\" already exists")))?;
+            .map_err(|e| unique_as(e, || answers::account_exists(name).public_message()))?;
         Ok(Account {
             name: name.clone(),
             plan,
@@ -518,9 +492,7 @@ impl Registry for PgRegistry {
             let Some(plan) = plan else {
                 return Err(account_missing(account));
             };
-            let plan: Plan = plan
-                .parse()
-                .map_err(|e| Error::internal(format!("account {account}: stored plan: {e}")))?;
+            let plan: Plan = plan.parse().map_err(|e| answers::stored_plan(account, e))?;
             let taken = tx
                 .query_opt(
                     "SELECT 1 FROM quintet_apps WHERE name = $1",
@@ -597,11 +569,7 @@ impl Registry for PgRegistry {
     }
 
     async fn delete_app(&self, name: &AppName) -> Result<(App, Vec<Instance>)> {
-        if name.is_domain() {
-            return Err(Error::invalid(
-                "the built-in domain application cannot be deleted",
-            ));
-        }
+        answers::check_deletable(name)?;
         let (deleted, ticket) = in_transaction!(self.db, |tx| {
             // The row lock makes instances and keys being created for the application wait
             // for this transaction, then fail: nothing is left behind.
@@ -643,12 +611,7 @@ impl Registry for PgRegistry {
     }
 
     async fn create_key(&self, app: &AppName) -> Result<AccessKey> {
-        if app.is_domain() {
-            return Err(Error::invalid(
-                "the built-in domain application has no access keys; the domain form is \
-                 authenticated by the server's --auth setting",
-            ));
-        }
+        answers::check_may_have_keys(app)?;
         let key = AccessKey::generate(app, self.clock.now_ms())?;
         let stored = self.ring.seal_key_secret(&key.key, &key.secret)?;
         let ticket = in_transaction!(self.db, |tx| {
@@ -662,14 +625,7 @@ impl Registry for PgRegistry {
                 ],
             )
             .await
-            .map_err(|e| {
-                violation_as(
-                    e,
-                    // 96 random bits: a collision is a broken random source.
-                    || Error::internal("a generated key id already exists"),
-                    || app_missing(app),
-                )
-            })?;
+            .map_err(|e| violation_as(e, answers::key_id_collision, || app_missing(app)))?;
             let change = RegistryChange::KeyCreated {
                 app: app.clone(),
                 key: key.key.clone(),
@@ -734,9 +690,7 @@ impl Registry for PgRegistry {
                 )
                 .await
                 .map_err(pg_error)?
-                .ok_or_else(|| {
-                    Error::not_found(format!("application \"{app}\" has no key \"{key}\""))
-                })?;
+                .ok_or_else(|| answers::key_missing(app, key))?;
             let found = key_from_row(&found, &self.ring)?;
             if found.is_revoked() {
                 (found, None)

@@ -1,7 +1,7 @@
-//! The PostgreSQL queue against a real server: the queue and lifecycle conformance suites,
-//! then two queues on one schema (two nodes): claims split between them, leases that run
-//! out, stale settlements, and wake-ups across nodes. Each test has a schema of its own
-//! (`quintet-engine-test`).
+//! The PostgreSQL queue against a real server, beyond the conformance suites
+//! (`conformance.rs`): two queues on one schema (two nodes): claims split between them,
+//! leases that run out, stale settlements, and wake-ups across nodes. Each test has a
+//! schema of its own (`quintet-engine-test`).
 
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
 
@@ -52,17 +52,6 @@ fn settle(job: &quintet_core::ports::queue::ClaimedJob, outcome: Outcome) -> Vec
         lease: job.lease,
         outcome,
     }]
-}
-
-#[tokio::test]
-async fn queue_conformance() {
-    let Some(pg) = quintet_engine_test::postgres("queue_conformance").await else {
-        return;
-    };
-    let q = open(&pg).await;
-    conformance::queue::run_all(&q).await;
-    conformance::lifecycle::run_all(&q, queue_config()).await;
-    q.close().await.unwrap();
 }
 
 #[tokio::test]

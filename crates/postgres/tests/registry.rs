@@ -1,6 +1,7 @@
-//! The PostgreSQL registry against a real server: the registry conformance suite, the
-//! rules that concurrency tests, migrations, and the change feed between two registries
-//! on one schema (two nodes). Each test has a schema of its own (`quintet-engine-test`).
+//! The PostgreSQL registry against a real server, beyond the conformance suite
+//! (`conformance.rs`): the rules that concurrency tests, migrations, and the change feed
+//! between two registries on one schema (two nodes). Each test has a schema of its own
+//! (`quintet-engine-test`).
 
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
 
@@ -12,7 +13,6 @@ use std::{
 use quintet_core::{
     AppName, Error, InstanceConfig, ServiceType, SystemClock,
     accounts::{AccountName, Plan},
-    conformance,
     keyring::Keyring,
     keys::KeyId,
     ports::registry::{ChangeListener, Registry, RegistryChange},
@@ -95,16 +95,6 @@ async fn app_with_account(r: &dyn Registry, account: &str, app: &str) -> AppName
     let app: AppName = app.parse().unwrap();
     r.create_app(&app, &account).await.unwrap();
     app
-}
-
-#[tokio::test]
-async fn registry_conformance() {
-    let Some(pg) = quintet_engine_test::postgres("registry_conformance").await else {
-        return;
-    };
-    let registry = open(&pg).await;
-    conformance::registry::run_all(&registry).await;
-    registry.close().await.unwrap();
 }
 
 #[tokio::test]

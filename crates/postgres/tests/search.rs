@@ -1,6 +1,6 @@
-//! The PostgreSQL search index against a real server: the search and lifecycle conformance
-//! suites (with the relevance set), two adapters on one schema (two nodes), and what the
-//! tables hold after writes. Each test has a schema of its own (`quintet-engine-test`).
+//! The PostgreSQL search index against a real server, beyond the conformance suites
+//! (`conformance.rs`): the sweep's rows, two adapters on one schema (two nodes), and what
+//! the tables hold after writes. Each test has a schema of its own (`quintet-engine-test`).
 
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
 
@@ -50,18 +50,10 @@ async fn ids(index: &PgSearchIndex, inst: &quintet_core::Instance, q: &str) -> V
         .collect()
 }
 
+/// The start-up sweep removes an orphan's documents, postings and vocabulary with it.
 #[tokio::test]
-async fn search_conformance() {
-    let Some(pg) = quintet_engine_test::postgres("search_conformance").await else {
-        return;
-    };
-    let index = open(&pg).await;
-    conformance::search::run_all(&index).await;
-}
-
-#[tokio::test]
-async fn search_lifecycle_conformance() {
-    let Some(pg) = quintet_engine_test::postgres("search_lifecycle_conformance").await else {
+async fn a_sweep_removes_every_row_of_an_orphan() {
+    let Some(pg) = quintet_engine_test::postgres("search_sweep_rows").await else {
         return;
     };
     let index = open(&pg).await;
@@ -71,8 +63,8 @@ async fn search_lifecycle_conformance() {
         .index(&orphan, doc("k", json!({"title": "orphaned words"})))
         .await
         .unwrap();
-    conformance::lifecycle::run_all(&index, InstanceConfig::Search(config())).await;
-    // The sweep removed the orphan's documents, postings and vocabulary with it.
+    conformance::lifecycle::sweep_removes_only_orphans(&index, InstanceConfig::Search(config()))
+        .await;
     assert_eq!(count(&pg, "quintet_search_docs").await, 0);
     assert_eq!(count(&pg, "quintet_search_terms").await, 0);
     assert_eq!(count(&pg, "quintet_search_postings").await, 0);

@@ -69,16 +69,15 @@ fn write_private(path: &Path, text: &str) -> anyhow::Result<()> {
         .with_context(|| format!("cannot write {}", path.display()))
 }
 
-/// Keep the data directory private: a directory this start created (`created`), or an
-/// empty one made beforehand (by systemd's `StateDirectory`, a package, a container
-/// volume), is made owner-only (0700); one with contents that other users can read or
-/// enter is refused unless `shared` (`--insecure-shared-data-dir`) says otherwise.
-pub fn protect_data_dir(data_dir: &Path, created: bool, shared: bool) -> anyhow::Result<()> {
+/// Keep the data directory private: a directory this start created, or an empty one made
+/// beforehand (by systemd's `StateDirectory`, a package, a container volume) — `fresh` —
+/// is made owner-only (0700); one with contents that other users can read or enter is
+/// refused unless `shared` (`--insecure-shared-data-dir`) says otherwise.
+pub fn protect_data_dir(data_dir: &Path, fresh: bool, shared: bool) -> anyhow::Result<()> {
     #[cfg(unix)]
     {
         use std::os::unix::fs::PermissionsExt;
-        let empty = fs::read_dir(data_dir).is_ok_and(|mut d| d.next().is_none());
-        if created || (empty && !shared) {
+        if fresh && !shared {
             fs::set_permissions(data_dir, fs::Permissions::from_mode(0o700)).with_context(
                 || format!("cannot make {} private (chmod 700)", data_dir.display()),
             )?;
@@ -102,7 +101,7 @@ pub fn protect_data_dir(data_dir: &Path, created: bool, shared: bool) -> anyhow:
         }
     }
     #[cfg(not(unix))]
-    let _ = (data_dir, created, shared);
+    let _ = (data_dir, fresh, shared);
     Ok(())
 }
 
@@ -136,8 +135,8 @@ mod tests {
         let data = dir.path().join("data");
         fs::create_dir(&data).unwrap();
         fs::set_permissions(&data, fs::Permissions::from_mode(0o755)).unwrap();
-        // An empty directory made beforehand is simply made private.
-        protect_data_dir(&data, false, false).unwrap();
+        // A new or empty directory (made beforehand by systemd, a volume) is made private.
+        protect_data_dir(&data, true, false).unwrap();
         let mode = |p: &Path| fs::metadata(p).unwrap().permissions().mode() & 0o777;
         assert_eq!(mode(&data), 0o700);
         fs::write(data.join("registry.db"), b"x").unwrap();

@@ -22,86 +22,12 @@ use std::{
 };
 
 use anyhow::{Context, bail};
-use clap::{Args, CommandFactory, FromArgMatches, Parser, Subcommand, ValueEnum};
+use clap::{Args, ValueEnum};
 use quintet_core::keys::Secret;
 use quintet_server::config::{DomainAuth, PrivateTargets, TlsFiles};
 use serde::{Deserialize, Serialize};
 
-use crate::{
-    adapters::{Adapters, CacheChoice, PgChoice, StorageChoice},
-    admin,
-};
-
-/// quintet: data, cache, search, queue and storage for applications, in one program.
-#[derive(Debug, Parser)]
-#[command(name = "quintet", version, about, long_about = None)]
-pub struct Cli {
-    /// What to do.
-    #[command(subcommand)]
-    pub command: Command,
-}
-
-/// The subcommands.
-// Parsed once per process: the size of the largest variant costs nothing.
-#[allow(clippy::large_enum_variant)]
-#[derive(Debug, Subcommand)]
-pub enum Command {
-    /// Run the HTTP server.
-    Serve(ServeArgs),
-    /// Manage accounts (and their plans) on a running server.
-    #[command(subcommand)]
-    Account(admin::AccountCommand),
-    /// Manage applications on a running server.
-    #[command(subcommand)]
-    App(admin::AppCommand),
-    /// Manage the access keys of an application on a running server.
-    #[command(subcommand)]
-    Key(admin::KeyCommand),
-    /// Print an access token signed with a key's connection string (for curl and scripts).
-    Token(crate::token::TokenArgs),
-    /// Print the admin token of a server whose admin token is derived from its master key.
-    AdminToken(crate::master_key::AdminTokenArgs),
-    /// Make and inspect master keys (see docs/security.md).
-    #[command(subcommand)]
-    MasterKey(crate::master_key::MasterKeyCommand),
-}
-
-/// The command line with every `serve` setting also read from its environment variable,
-/// `QUINTET_<SETTING>` (see the module documentation).
-pub fn command() -> clap::Command {
-    Cli::command().mut_subcommand("serve", |serve| serve.mut_args(with_env))
-}
-
-/// Parse `std::env::args` (see [`command`]).
-pub fn parse() -> Cli {
-    let matches = command().get_matches();
-    Cli::from_arg_matches(&matches).unwrap_or_else(|e| e.exit())
-}
-
-/// Parse `args` (see [`command`]).
-pub fn try_parse_from<I, T>(args: I) -> Result<Cli, clap::Error>
-where
-    I: IntoIterator<Item = T>,
-    T: Into<std::ffi::OsString> + Clone,
-{
-    Cli::from_arg_matches(&command().try_get_matches_from(args)?)
-}
-
-/// The environment variable of a setting: `QUINTET_` and its TOML key in upper case.
-pub fn env_var(setting: &str) -> String {
-    format!("QUINTET_{}", setting.to_ascii_uppercase())
-}
-
-fn with_env(arg: clap::Arg) -> clap::Arg {
-    let id = arg.get_id().as_str();
-    if arg.get_long().is_none() || arg.get_env().is_some() || matches!(id, "help" | "version") {
-        return arg;
-    }
-    // clap keeps `&'static str` names; settings are parsed once per process, so leaking
-    // these few short strings costs nothing.
-    let name: &'static str = Box::leak(env_var(id).into_boxed_str());
-    arg.env(name)
-}
+use crate::adapters::{self, Adapters};
 
 /// How domain-form requests are authenticated.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum, Serialize, Deserialize)]
@@ -525,7 +451,17 @@ impl ServeArgs {
             (None, None) => None,
             _ => bail!("--tls-cert and --tls-key go together: give both files, or neither"),
         };
-        let adapters = adapters(s.registry, s.data, s.cache, s.queue, s.storage, s.search)?;
+        let adapters = Adapters::parse(
+            adapters::Settings {
+                registry: s.registry,
+                data: s.data,
+                cache: s.cache,
+                queue: s.queue,
+                storage: s.storage,
+                search: s.search,
+            },
+            |var| std::env::var(var).ok(),
+        )?;
         let cache_max_bytes = s.cache_max_bytes;
         if cache_max_bytes == Some(0) {
             bail!("cache-max-bytes must be at least 1; leave it unset for no limit");
@@ -608,46 +544,6 @@ impl ServeArgs {
             log_format: s.log_format.unwrap_or(LogFormat::Text),
         })
     }
-}
-
-/// The adapters named by `--registry`, `--data`, `--cache`, `--queue`, `--storage` and
-/// `--search`, checked for consistency. Without `--registry`, the registry follows
-/// `--data` to PostgreSQL: nodes sharing documents must share the registry.
-fn adapters(
-    registry: Option<String>,
-    data: Option<String>,
-    cache: Option<String>,
-    queue: Option<String>,
-    storage: Option<String>,
-    search: Option<String>,
-) -> anyhow::Result<Adapters> {
-    let pg = |setting: &str, value: Option<String>| {
-        value
-            .map(|v| PgChoice::parse(setting, &v))
-            .transpose()
-            .map(Option::unwrap_or_default)
-    };
-    let data = pg("data", data)?;
-    let registry = match registry {
-        Some(r) => PgChoice::parse("registry", &r)?,
-        None => data.clone(),
-    };
-    let adapters = Adapters {
-        registry,
-        data,
-        cache: cache
-            .map(|c| CacheChoice::parse(&c))
-            .transpose()?
-            .unwrap_or_default(),
-        queue: pg("queue", queue)?,
-        storage: storage
-            .map(|s| StorageChoice::parse(&s, |var| std::env::var(var).ok()))
-            .transpose()?
-            .unwrap_or_default(),
-        search: pg("search", search)?,
-    };
-    adapters.check()?;
-    Ok(adapters)
 }
 
 /// The domain auth mode with its settings, checked for consistency.
@@ -764,7 +660,7 @@ fn check_proxy_url(url: &str) -> anyhow::Result<String> {
         _ => bail!(
             "queue-egress-proxy \"{}\" must be an http or https URL such as \
              http://127.0.0.1:4750",
-            crate::adapters::redact(url)
+            quintet_core::redact::url(url)
         ),
     }
 }
@@ -779,7 +675,10 @@ pub(crate) fn read_file(path: &Path) -> anyhow::Result<ServeArgs> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::adapters::{DataChoice, QueueChoice, RegistryChoice, SearchChoice};
+    use crate::{
+        adapters::Place,
+        command::{Command, try_parse_from},
+    };
     use quintet_server::config::PrivateTargets;
     use std::io::Write;
 
@@ -871,12 +770,12 @@ mod tests {
     #[test]
     fn the_registry_is_embedded_unless_configured() {
         let c = ServeArgs::default().resolve().unwrap();
-        assert_eq!(c.adapters.registry, RegistryChoice::Embedded);
+        assert_eq!(c.adapters.registry, Place::Embedded);
         let f = toml_file("registry = \"embedded\"\n");
         let c = parse(&["--config", f.path().to_str().unwrap()])
             .resolve()
             .unwrap();
-        assert_eq!(c.adapters.registry, RegistryChoice::Embedded);
+        assert_eq!(c.adapters.registry, Place::Embedded);
         let err = parse(&["--registry", "sqlite:///tmp/x"])
             .resolve()
             .unwrap_err();
@@ -889,7 +788,7 @@ mod tests {
         let f = toml_file("registry = \"postgres://q@file-host/q\"\n");
         let path = f.path().to_str().unwrap();
         let url = |c: ServeConfig| match c.adapters.registry {
-            RegistryChoice::Postgres(pg) => pg.url,
+            Place::Shared(pg) => pg.url,
             other => panic!("{other:?}"),
         };
         let c = parse(&["--config", path]).resolve().unwrap();
@@ -903,12 +802,12 @@ mod tests {
     #[test]
     fn the_cache_is_embedded_unless_configured() {
         let c = ServeArgs::default().resolve().unwrap();
-        assert_eq!(c.adapters.cache, CacheChoice::Embedded);
+        assert_eq!(c.adapters.cache, Place::Embedded);
         let f = toml_file("cache = \"embedded\"\n");
         let c = parse(&["--config", f.path().to_str().unwrap()])
             .resolve()
             .unwrap();
-        assert_eq!(c.adapters.cache, CacheChoice::Embedded);
+        assert_eq!(c.adapters.cache, Place::Embedded);
         let err = parse(&["--cache", "memcached://h:11211"])
             .resolve()
             .unwrap_err();
@@ -924,7 +823,7 @@ mod tests {
         );
         let path = f.path().to_str().unwrap();
         let url = |c: ServeConfig| match c.adapters.cache {
-            CacheChoice::Redis(r) => r.url,
+            Place::Shared(r) => r.url,
             other => panic!("{other:?}"),
         };
         let c = parse(&["--config", path]).resolve().unwrap();
@@ -938,7 +837,7 @@ mod tests {
     #[test]
     fn the_queue_is_embedded_unless_configured() {
         let c = ServeArgs::default().resolve().unwrap();
-        assert_eq!(c.adapters.queue, QueueChoice::Embedded);
+        assert_eq!(c.adapters.queue, Place::Embedded);
         let err = parse(&["--queue", "amqp://h"]).resolve().unwrap_err();
         assert!(format!("{err}").contains("--queue must be"), "{err}");
     }
@@ -951,7 +850,7 @@ mod tests {
         );
         let path = f.path().to_str().unwrap();
         let url = |c: ServeConfig| match c.adapters.queue {
-            QueueChoice::Postgres(pg) => pg.url,
+            Place::Shared(pg) => pg.url,
             other => panic!("{other:?}"),
         };
         let c = parse(&["--config", path]).resolve().unwrap();
@@ -969,7 +868,7 @@ mod tests {
     #[test]
     fn storage_is_embedded_unless_configured() {
         let c = parse(&[]).resolve().unwrap();
-        assert_eq!(c.adapters.storage, StorageChoice::Embedded);
+        assert_eq!(c.adapters.storage, Place::Embedded);
         let err = parse(&["--storage", "s3://?secret_access_key=hidden"])
             .resolve()
             .unwrap_err();
@@ -995,7 +894,7 @@ mod tests {
         let c = parse(&["--config", f.path().to_str().unwrap()])
             .resolve()
             .unwrap();
-        let StorageChoice::S3(s3) = c.adapters.storage else {
+        let Place::Shared(s3) = c.adapters.storage else {
             panic!("S3 from the file")
         };
         assert_eq!(s3.bucket, "media");
@@ -1005,7 +904,7 @@ mod tests {
     #[test]
     fn search_is_embedded_unless_configured() {
         let c = ServeArgs::default().resolve().unwrap();
-        assert_eq!(c.adapters.search, SearchChoice::Embedded);
+        assert_eq!(c.adapters.search, Place::Embedded);
         let err = parse(&["--search", "tantivy"]).resolve().unwrap_err();
         assert!(format!("{err}").contains("--search must be"), "{err}");
         let err = parse(&["--search", "postgres://q@h/q"])
@@ -1025,7 +924,7 @@ mod tests {
         );
         let path = f.path().to_str().unwrap();
         let url = |c: ServeConfig| match c.adapters.search {
-            SearchChoice::Postgres(pg) => pg.url,
+            Place::Shared(pg) => pg.url,
             other => panic!("{other:?}"),
         };
         let c = parse(&["--config", path]).resolve().unwrap();
@@ -1039,7 +938,7 @@ mod tests {
     #[test]
     fn data_is_embedded_unless_configured() {
         let c = ServeArgs::default().resolve().unwrap();
-        assert_eq!(c.adapters.data, DataChoice::Embedded);
+        assert_eq!(c.adapters.data, Place::Embedded);
         let err = parse(&["--data", "mongodb://h/db"]).resolve().unwrap_err();
         assert!(format!("{err}").contains("--data must be"), "{err}");
     }
@@ -1047,8 +946,8 @@ mod tests {
     #[cfg(feature = "postgres")]
     #[test]
     fn the_registry_follows_data_to_postgres() {
-        let url = |c: &PgChoice| match c {
-            PgChoice::Postgres(pg) => pg.url.clone(),
+        let url = |c: &Place<crate::adapters::PgConfig>| match c {
+            Place::Shared(pg) => pg.url.clone(),
             other => panic!("{other:?}"),
         };
         let c = parse(&["--data", "postgres://q@flag-host/q"])
@@ -1131,7 +1030,7 @@ mod tests {
     /// and its TOML key all exist and name it alike.
     #[test]
     fn every_setting_is_a_flag_an_environment_variable_and_a_file_key() {
-        let command = command();
+        let command = crate::command::command();
         let serve = command.find_subcommand("serve").unwrap();
         let keys = serde_json::to_value(ServeArgs::default()).unwrap();
         let keys: Vec<&String> = keys.as_object().unwrap().keys().collect();
@@ -1145,7 +1044,7 @@ mod tests {
             assert_eq!(long, id.replace('_', "-"), "flag of {id}");
             assert_eq!(
                 arg.get_env().and_then(|e| e.to_str()),
-                Some(env_var(id).as_str()),
+                Some(crate::command::env_var(id).as_str()),
                 "environment variable of {id}"
             );
             if id != "config" {

@@ -1,14 +1,18 @@
-//! The `quintet` program as a library: configuration ([`cli`]), choosing and opening the
-//! adapters ([`adapters`], [`binding`]), node assembly ([`node`]) and the admin commands
-//! ([`admin`], [`admin_token`], [`token`]) and the master key ([`master_key`]). `main.rs` only parses arguments and calls into
-//! here; the test harness does the same in-process.
+//! The `quintet` program as a library: the command line ([`command`], [`cli`]), which
+//! adapters serve each port ([`adapters`]), opening them ([`open`], [`binding`]), node
+//! assembly ([`node`]), the admin commands ([`admin`], [`admin_token`], [`token`],
+//! [`discovery`]) and the master key ([`master_key`]).
+//! `main.rs` only parses arguments and calls into here; the test harness does the same
+//! in-process.
 
 pub mod adapters;
 pub mod admin;
 pub mod admin_token;
 pub mod binding;
 pub mod cli;
+pub mod command;
 pub mod discovery;
 pub mod master_key;
 pub mod node;
+pub mod open;
 pub mod token;

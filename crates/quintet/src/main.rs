@@ -5,7 +5,8 @@ use std::{io::IsTerminal, process::ExitCode, sync::Arc};
 use anyhow::Context;
 use quintet::{
     admin,
-    cli::{self, Command, LogFormat, ServeConfig},
+    cli::{LogFormat, ServeConfig},
+    command::{self, Command},
     master_key,
     node::Node,
 };
@@ -13,7 +14,7 @@ use quintet_core::SystemClock;
 use tracing_subscriber::EnvFilter;
 
 fn main() -> ExitCode {
-    let cli = cli::parse();
+    let cli = command::parse();
     let result = match cli.command {
         Command::Serve(args) => {
             // Everything the server creates (databases, logs of SQLite, keys, objects) is

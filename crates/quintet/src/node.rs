@@ -1,82 +1,59 @@
-//! Assembling a node: open the adapters the configuration names, build the HTTP state,
-//! serve. Shared by the binary and the in-process test harness, so tests run the same
-//! wiring as production.
+//! Assembling a node: lock the data directory, open the adapters the configuration names,
+//! build the HTTP state, serve. Shared by the binary and the in-process test harness, so
+//! tests run the same wiring as production.
 
 use std::{future::Future, sync::Arc};
 
 use anyhow::Context;
 use quintet_core::{Clock, keyring::TokenDigest, keys::Secret};
-use quintet_embedded::{Embedded, EmbeddedOptions};
+use quintet_embedded::datadir::{DataDir, Found};
 use quintet_server::{AppState, tls};
 use tokio::net::TcpListener;
 
-use crate::{adapters, admin_token, binding, cli::ServeConfig, master_key};
+use crate::{admin_token, binding, cli::ServeConfig, discovery, master_key, open};
 
-/// An opened node: its stores and the HTTP state over them.
+/// An opened node: its locked data directory and the HTTP state over its adapters.
 #[derive(Debug)]
 pub struct Node {
-    embedded: Embedded,
+    dir: DataDir,
     state: AppState,
     tls: Option<Arc<tls::ServerConfig>>,
-    admin_token: Secret,
-    show_admin_token: bool,
+    admin: AdminToken,
+}
+
+/// The admin token a node accepts, and whether to show it.
+#[derive(Debug)]
+struct AdminToken {
+    token: Secret,
+    /// Derived from a master key this start created: shown once.
+    show: bool,
     master_key_file: Option<std::path::PathBuf>,
 }
 
 impl Node {
-    /// Open the stores named by `config` (see [`adapters`]), with `clock` as the source of
-    /// time, check that the data directory belongs to the configured registry
-    /// ([`binding`]), and repair what an interrupted shutdown left behind. The master key is
-    /// read (or created, see [`master_key`]); without a configured admin token, the one
-    /// derived from it is used.
+    /// Lock the data directory, open the adapters named by `config` (see [`open`]) with
+    /// `clock` as the source of time, and repair what an interrupted shutdown left behind.
+    /// A data directory that belongs to another registry, or that other users can read, is
+    /// refused ([`binding`], [`admin_token::protect_data_dir`]). The master key is read (or
+    /// created, see [`master_key`]); without a configured admin token, the one derived from
+    /// it is used. A start that fails leaves the data directory as it found it.
     pub async fn open(config: &ServeConfig, clock: Arc<dyn Clock>) -> anyhow::Result<Self> {
         // TLS files first: a bad certificate should fail before anything is opened.
         let tls = config.server.tls.as_ref().map(tls::load).transpose()?;
-        let created = !config.data_dir.exists();
-        if !created {
-            admin_token::protect_data_dir(&config.data_dir, false, config.shared_data_dir)?;
-        }
-        let (ring, new_key) = config.master_key.load_or_create()?;
-        let ring = Arc::new(ring);
-        let options = EmbeddedOptions {
-            cache: config.cache.clone(),
-            keyring: Arc::clone(&ring),
-        };
-        let embedded = Embedded::open_with(&config.data_dir, Arc::clone(&clock), &options)
+        let dir = DataDir::open(&config.data_dir)
             .with_context(|| format!("cannot open data directory {}", config.data_dir.display()))?;
-        if created {
-            admin_token::protect_data_dir(embedded.dir.root(), true, config.shared_data_dir)?;
+        match assemble(config, clock, &dir).await {
+            Ok((state, admin)) => Ok(Self {
+                dir,
+                state,
+                tls,
+                admin,
+            }),
+            Err(e) => {
+                dir.abandon();
+                Err(e)
+            }
         }
-        let mut server = config.server.clone();
-        let configured = config.admin_token.clone();
-        let admin_token = configured
-            .clone()
-            .unwrap_or_else(|| Secret::from_stored(master_key::derived_admin_token(&ring)));
-        server.admin_tokens = vec![TokenDigest::of(admin_token.as_bytes())];
-        if configured.is_none()
-            && let Some(legacy) = admin_token::legacy_digest(embedded.dir.root())?
-        {
-            server.admin_tokens.push(legacy);
-        }
-        let opened = adapters::open(
-            &config.adapters,
-            &embedded,
-            Arc::clone(&clock),
-            Arc::clone(&ring),
-        )
-        .await?;
-        // Before the start-up sweep, which trusts the registry to know every instance.
-        binding::check(embedded.dir.root(), created, &opened.registry_identity)?;
-        let state = AppState::with_clock(opened.services, server, clock);
-        quintet_server::startup(&state).await?;
-        Ok(Self {
-            embedded,
-            state,
-            tls,
-            admin_token,
-            show_admin_token: configured.is_none() && new_key,
-            master_key_file: config.master_key.file().map(ToOwned::to_owned),
-        })
     }
 
     /// The HTTP state, for inspection in tests.
@@ -87,14 +64,15 @@ impl Node {
     /// The admin token the node accepts (configured, or derived from the master key). Kept
     /// in memory only; for the harness and for [`Node::generated_admin_token`].
     pub fn admin_token(&self) -> &Secret {
-        &self.admin_token
+        &self.admin.token
     }
 
     /// The admin token derived from a master key this start created, to be shown to the
     /// operator once (`quintet admin-token` prints it again), with the key's file.
     pub fn generated_admin_token(&self) -> Option<(&Secret, Option<&std::path::Path>)> {
-        self.show_admin_token
-            .then_some((&self.admin_token, self.master_key_file.as_deref()))
+        self.admin
+            .show
+            .then_some((&self.admin.token, self.admin.master_key_file.as_deref()))
     }
 
     /// `https` when serving TLS, else `http`.
@@ -109,15 +87,63 @@ impl Node {
         listener: TcpListener,
         shutdown: impl Future<Output = ()> + Send + 'static,
     ) -> anyhow::Result<()> {
-        let record = crate::discovery::Record::new(self.scheme(), listener.local_addr()?);
-        let dir = self.embedded.dir.root().to_owned();
-        if let Err(e) = record.write(&dir) {
+        let record = discovery::Record::new(self.scheme(), listener.local_addr()?);
+        let root = self.dir.root().to_owned();
+        if let Err(e) = record.write(&root) {
             tracing::warn!(error = %e, "cannot record the server's address for the admin commands");
         }
         let served = quintet_server::serve(listener, self.tls, self.state, shutdown).await;
-        crate::discovery::Record::remove(&dir);
+        discovery::Record::remove(&root);
         served?;
-        drop(self.embedded); // the directory lock goes last, after every store closed
+        drop(self.dir); // the directory lock goes last, after every store closed
         Ok(())
     }
+}
+
+/// Open the adapters in `dir` and prepare them for serving. Everything that can refuse the
+/// start runs before anything is written into the directory.
+async fn assemble(
+    config: &ServeConfig,
+    clock: Arc<dyn Clock>,
+    dir: &DataDir,
+) -> anyhow::Result<(AppState, AdminToken)> {
+    admin_token::protect_data_dir(
+        dir.root(),
+        dir.found() != Found::Used,
+        config.shared_data_dir,
+    )?;
+    let (ring, new_key) = config.master_key.load_or_create()?;
+    let ring = Arc::new(ring);
+    let opened = open::open(
+        &config.adapters,
+        dir,
+        &config.cache,
+        Arc::clone(&clock),
+        Arc::clone(&ring),
+        // Before the start-up sweep, which trusts the registry to know every instance.
+        |identity| binding::check(dir, identity),
+    )
+    .await?;
+    if config.adapters.use_data_dir() {
+        binding::record(dir.root(), &opened.registry_identity)?;
+    }
+    let mut server = config.server.clone();
+    let configured = config.admin_token.clone();
+    let token = configured
+        .clone()
+        .unwrap_or_else(|| Secret::from_stored(master_key::derived_admin_token(&ring)));
+    server.admin_tokens = vec![TokenDigest::of(token.as_bytes())];
+    if configured.is_none()
+        && let Some(legacy) = admin_token::legacy_digest(dir.root())?
+    {
+        server.admin_tokens.push(legacy);
+    }
+    let state = AppState::with_clock(opened.services, server, clock);
+    quintet_server::startup(&state).await?;
+    let admin = AdminToken {
+        token,
+        show: configured.is_none() && new_key,
+        master_key_file: config.master_key.file().map(ToOwned::to_owned),
+    };
+    Ok((state, admin))
 }

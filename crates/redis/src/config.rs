@@ -51,7 +51,7 @@ impl RedisConfig {
 
     /// The URL with its password, if any, replaced by `***`: fit for logs and messages.
     pub fn redacted_url(&self) -> String {
-        redact(&self.url)
+        quintet_core::redact::url(&self.url)
     }
 
     /// A client for the URL, checked (it does not connect yet).
@@ -70,20 +70,6 @@ impl RedisConfig {
                 e.category()
             ))
         })
-    }
-}
-
-/// `url` with the password of its user part hidden.
-fn redact(url: &str) -> String {
-    let Some((scheme, rest)) = url.split_once("://") else {
-        return url.to_owned();
-    };
-    match rest.rsplit_once('@') {
-        Some((user, host)) if user.contains(':') => {
-            let name = user.split(':').next().unwrap_or_default();
-            format!("{scheme}://{name}:***@{host}")
-        }
-        _ => url.to_owned(),
     }
 }
 

@@ -38,7 +38,7 @@ pub struct ConfigError(String);
 impl S3Config {
     /// Parse an `s3://` URL (see [`S3Config`]).
     pub fn parse(value: &str) -> Result<Self, ConfigError> {
-        let shown = redact(value);
+        let shown = quintet_core::redact::url(value);
         let url = Url::parse(value.trim()).map_err(|e| {
             ConfigError(format!(
                 "the storage URL {shown} is not a valid URL ({e}); write it as \
@@ -141,31 +141,6 @@ impl fmt::Debug for S3Config {
     }
 }
 
-/// `value` with the value of its `secret_access_key` parameter (and any URL password)
-/// replaced by `***`, for messages.
-pub fn redact(value: &str) -> String {
-    let mut out = String::with_capacity(value.len());
-    let mut rest = value;
-    const NAME: &str = "secret_access_key=";
-    while let Some(at) = rest.find(NAME) {
-        out.push_str(&rest[..at + NAME.len()]);
-        out.push_str("***");
-        rest = &rest[at + NAME.len()..];
-        rest = rest.find('&').map_or("", |end| &rest[end..]);
-    }
-    out.push_str(rest);
-    match out.split_once("://") {
-        Some((scheme, tail)) => match tail.split_once('@') {
-            Some((user, host)) if user.contains(':') && !user.contains('/') => {
-                let name = user.split(':').next().unwrap_or_default();
-                format!("{scheme}://{name}:***@{host}")
-            }
-            _ => out,
-        },
-        None => out,
-    }
-}
-
 #[cfg(test)]
 mod tests {
     #![allow(clippy::unwrap_used)]
@@ -210,14 +185,5 @@ mod tests {
             assert!(!e.contains("hidden"), "{e}");
             assert!(e.contains("storage URL"), "{e}");
         }
-    }
-
-    #[test]
-    fn redaction() {
-        assert_eq!(
-            redact("s3://b?secret_access_key=x&region=r"),
-            "s3://b?secret_access_key=***&region=r"
-        );
-        assert_eq!(redact("s3://b?region=r"), "s3://b?region=r");
     }
 }

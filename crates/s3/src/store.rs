@@ -46,7 +46,10 @@ use quintet_core::{
     object::{DEFAULT_CONTENT_TYPE, ObjectPath, PresignMethod, RangeSpec},
     ports::{
         Lifecycle,
-        storage::{BlobStore, ByteStream, ListQuery, Object, ObjectMeta, Presign},
+        storage::{
+            BlobStore, ByteStream, ListQuery, Object, ObjectMeta, Presign, object_missing,
+            upload_interrupted,
+        },
     },
 };
 
@@ -285,7 +288,7 @@ impl S3BlobStore {
                 Some(Ok(chunk)) => writer.put(chunk),
                 Some(Err(e)) => {
                     abort(writer).await;
-                    return Err(interrupted(e));
+                    return Err(upload_interrupted(e));
                 }
                 None => break,
             }
@@ -341,10 +344,6 @@ async fn abort(writer: WriteMultipart) {
     if let Err(e) = writer.abort().await {
         tracing::warn!(error = %e, "could not abort an S3 multipart upload");
     }
-}
-
-fn interrupted(e: std::io::Error) -> Error {
-    Error::BadRequest(format!("the upload was interrupted: {e}"))
 }
 
 /// The port's metadata of an object read with `found` (a `GET` or `HEAD`).
@@ -459,7 +458,7 @@ impl BlobStore for S3BlobStore {
                         break false;
                     }
                 }
-                Some(Err(e)) => return Err(interrupted(e)),
+                Some(Err(e)) => return Err(upload_interrupted(e)),
                 None => break true,
             }
         };
@@ -539,12 +538,7 @@ impl BlobStore for S3BlobStore {
         let key = self.key(instance, path)?;
         // S3 deletes missing objects silently; the port says NotFound.
         if self.head_key(path, &key).await?.is_none() {
-            // The embedded store's words, so both answer alike.
-            return Err(Error::not_found(format!(
-                "object {:?} does not exist in storage instance \"{}\"",
-                path.as_str(),
-                instance.name
-            )));
+            return Err(object_missing(&instance.name, path));
         }
         self.store
             .delete(&key)

@@ -1,13 +1,16 @@
 //! The core storage and lifecycle suites against S3BlobStore on a real S3 store
-//! (SeaweedFS from `scripts/engines`), each test on a key prefix of its own.
+//! (SeaweedFS from `scripts/engines`), one test per case (see
+//! `quintet_core::conformance`), each on a key prefix of its own.
 
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
-use quintet_core::{InstanceConfig, conformance};
+use std::sync::Arc;
+
+use quintet_core::{conformance::Subject, ports::storage::ObjectStorage};
 use quintet_s3::{S3BlobStore, S3Config};
 
 /// A store on a fresh prefix of the test bucket, or `None` when S3 is not configured.
-pub async fn store(test: &str) -> Option<S3BlobStore> {
+async fn store(test: &str) -> Option<Subject<dyn ObjectStorage>> {
     let s3 = quintet_engine_test::s3(test)?;
     let config = S3Config {
         bucket: s3.bucket,
@@ -17,21 +20,14 @@ pub async fn store(test: &str) -> Option<S3BlobStore> {
         access_key_id: Some(s3.key),
         secret_access_key: Some(s3.secret),
     };
-    Some(S3BlobStore::open(&config).await.expect("open S3"))
+    let port: Arc<dyn ObjectStorage> = Arc::new(S3BlobStore::open(&config).await.expect("open S3"));
+    Some(Subject::new(port))
 }
 
-#[tokio::test]
-async fn storage() {
-    let Some(store) = store("s3_storage_conformance").await else {
-        return;
-    };
-    conformance::storage::run_all(&store).await;
+mod storage {
+    quintet_core::storage_conformance!(super::store);
 }
 
-#[tokio::test]
-async fn lifecycle() {
-    let Some(store) = store("s3_lifecycle_conformance").await else {
-        return;
-    };
-    conformance::lifecycle::run_all(&store, InstanceConfig::Storage).await;
+mod lifecycle {
+    quintet_core::lifecycle_conformance!(super::store, quintet_core::InstanceConfig::Storage);
 }

@@ -18,10 +18,10 @@ use std::{
 use quintet_core::{
     AppName, Error, Instance, InstanceConfig, InstanceName, Result, ServiceType,
     accounts::{App, Limits},
-    ports::registry::RegistryChange,
+    ports::registry::{RegistryChange, answers},
 };
 
-use crate::{dispatch::Dispatcher, quota::Quotas, state::Services};
+use crate::{dispatch::Dispatcher, quota::Quotas, services::Services};
 
 type ByName = HashMap<String, Arc<Instance>>;
 
@@ -216,7 +216,7 @@ impl Instances {
     pub async fn destroy(&self, app: &AppName, kind: ServiceType, name: &str) -> Result<Instance> {
         let parsed: InstanceName = name
             .parse()
-            .map_err(|_| Error::not_found(format!("{kind} instance \"{name}\" does not exist")))?;
+            .map_err(|_| answers::instance_missing(kind, name))?;
         let instance = self
             .services
             .registry

@@ -26,6 +26,7 @@ pub mod reply;
 mod routes;
 pub mod scope;
 mod serve;
+pub mod services;
 pub mod state;
 pub mod tls;
 mod unread_body;
@@ -44,7 +45,8 @@ pub use config::Config;
 /// extensions.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct ClientAddr(pub std::net::SocketAddr);
-pub use state::{AppState, Services};
+pub use services::Services;
+pub use state::AppState;
 
 /// The whole HTTP stack over `state`, as a tower service.
 pub fn app(

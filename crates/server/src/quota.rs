@@ -96,14 +96,14 @@ pub enum Counted {
 /// nodes by that much: another node's writes are seen at the next measure.
 #[derive(Debug)]
 pub struct Usage {
-    services: Arc<crate::state::Services>,
+    services: Arc<crate::services::Services>,
     clock: Arc<dyn Clock>,
     measured: Mutex<HashMap<(AppName, Counted), (i64, u64)>>,
 }
 
 impl Usage {
     /// Usage measured through `services`, timed by `clock`.
-    pub fn new(services: Arc<crate::state::Services>, clock: Arc<dyn Clock>) -> Self {
+    pub fn new(services: Arc<crate::services::Services>, clock: Arc<dyn Clock>) -> Self {
         Self {
             services,
             clock,

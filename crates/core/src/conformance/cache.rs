@@ -1,8 +1,7 @@
-//! Conformance of [`Cache`]: every cache adapter runs [`run_all`] with an adapter built on
-//! the [`ManualClock`] it passes in, so expiry is stepped, never waited for.
+//! Conformance of [`Cache`]: every cache adapter runs each case with an adapter built on
+//! the [`ManualClock`] the case is given, so expiry is stepped, never waited for.
 //!
-//! The functions run one after the other (they move the shared clock forward); each uses
-//! fresh instances, so other suites may share the engine.
+//! Each case uses fresh instances, so cases may share an engine and run in parallel.
 
 use std::{
     future::Future,
@@ -22,28 +21,6 @@ use super::instance;
 
 const SECOND: i64 = 1_000;
 const YEAR: i64 = 31_557_600_000;
-
-/// Run every cache rule against `cache`, whose clock is `clock`.
-pub async fn run_all(cache: &dyn Cache, clock: &ManualClock) {
-    add_then_get_returns_the_value_byte_for_byte(cache).await;
-    add_refuses_a_live_key(cache).await;
-    missing_keys_are_none(cache).await;
-    entries_expire_at_their_instant(cache, clock).await;
-    every_unit_expires_on_time(cache, clock).await;
-    an_expired_entry_does_not_block_add(cache, clock).await;
-    set_upserts_and_replaces_whole_values(cache).await;
-    set_without_ttl_keeps_the_expiry(cache, clock).await;
-    set_with_ttl_restarts_the_countdown(cache, clock).await;
-    set_over_an_expired_entry_starts_fresh(cache, clock).await;
-    update_existing_needs_a_live_entry(cache, clock).await;
-    remove_then_the_key_is_missing(cache, clock).await;
-    query_matches_sorts_and_hides_expired(cache, clock).await;
-    instances_are_isolated(cache).await;
-    drop_removes_every_entry(cache).await;
-    concurrent_adds_of_one_key_have_one_winner(cache).await;
-    concurrent_writes_all_land(cache).await;
-    large_values_round_trip(cache).await;
-}
 
 /// A key from text.
 pub fn key(s: &str) -> CacheKey {

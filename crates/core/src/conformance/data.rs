@@ -1,4 +1,4 @@
-//! Conformance of [`DocStore`]: every data adapter runs [`run_all`].
+//! Conformance of [`DocStore`]: every data adapter runs each case (see [`super`]).
 
 use std::{future::poll_fn, pin::Pin};
 
@@ -11,19 +11,6 @@ use crate::{
     mango::{FindQuery, IndexDef, plan::NO_INDEX_WARNING},
     ports::data::{BulkOp, DocId, DocStore, Document, ListQuery, MAX_DOC_BYTES},
 };
-
-/// Run every rule against `store`.
-pub async fn run_all(store: &dyn DocStore) {
-    create_get_replace_remove(store).await;
-    generated_ids_are_unique_and_time_ordered(store).await;
-    bulk_applies_in_order_and_reports_each_entry(store).await;
-    list_walks_ids_byte_wise(store).await;
-    find_follows_mango(store).await;
-    indexes_answer_like_a_full_scan(store).await;
-    indexes_follow_every_write(store).await;
-    index_definitions(store).await;
-    oversized_documents_are_refused(store).await;
-}
 
 async fn fresh(store: &dyn DocStore) -> Instance {
     let inst = instance(InstanceConfig::Data);

@@ -1,15 +1,8 @@
-//! Conformance of [`Lifecycle`]: every service adapter runs [`run_all`].
+//! Conformance of [`Lifecycle`]: every service adapter runs each case (see [`super`]).
 
 use crate::{InstanceConfig, ports::Lifecycle};
 
 use super::instance;
-
-/// Run every lifecycle rule against `port`, using instances built from `config`.
-pub async fn run_all(port: &dyn Lifecycle, config: InstanceConfig) {
-    create_then_drop(port, config.clone()).await;
-    drop_is_idempotent(port, config.clone()).await;
-    sweep_removes_only_orphans(port, config).await;
-}
 
 /// A created instance can be dropped.
 pub async fn create_then_drop(port: &dyn Lifecycle, config: InstanceConfig) {

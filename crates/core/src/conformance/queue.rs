@@ -1,4 +1,4 @@
-//! Conformance of [`JobQueue`]: every queue adapter runs [`run_all`].
+//! Conformance of [`JobQueue`]: every queue adapter runs each case (see [`super`]).
 //!
 //! Times are explicit, so the suite steps leases and retries without sleeping. Each function
 //! creates its own instances.
@@ -18,23 +18,6 @@ use crate::{
 use super::instance;
 
 const T0: i64 = 1_700_000_000_000;
-
-/// Run every queue rule against `port`.
-pub async fn run_all(port: &dyn JobQueue) {
-    enqueue_then_list(port).await;
-    listing_pages_and_filters(port).await;
-    idempotency_keys_conflict_while_the_job_exists(port).await;
-    claims_lease_jobs_oldest_first(port).await;
-    delivered_jobs_are_gone(port).await;
-    an_expired_lease_makes_the_job_claimable_again(port).await;
-    retry_at_makes_the_job_due_later(port).await;
-    released_jobs_are_due_at_once_without_an_attempt(port).await;
-    failed_jobs_go_to_error_and_retry_brings_them_back(port).await;
-    cancel_removes_ready_and_error_jobs(port).await;
-    settling_a_cancelled_claim_changes_nothing(port).await;
-    concurrent_claims_never_share_a_job(port).await;
-    a_dropped_queue_holds_nothing(port).await;
-}
 
 async fn fresh(port: &dyn JobQueue) -> Instance {
     let inst = instance(InstanceConfig::Queue(QueueConfig::new(

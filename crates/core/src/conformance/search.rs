@@ -1,7 +1,7 @@
-//! Conformance of [`SearchIndex`]: every search adapter runs [`run_all`], including the
-//! relevance set ([`relevance`]): a fixed corpus (`search_corpus.json`) and queries with
-//! typos, prefixes and several words (`search_queries.json`), each with the document that
-//! must rank first.
+//! Conformance of [`SearchIndex`]: every search adapter runs each case (see [`super`]),
+//! including the relevance set ([`relevance`]): a fixed corpus (`search_corpus.json`) and
+//! queries with typos, prefixes and several words (`search_queries.json`), each with the
+//! document that must rank first.
 
 use serde_json::{Value, json};
 
@@ -16,25 +16,6 @@ use crate::{
 pub const CORPUS: &str = include_str!("search_corpus.json");
 /// The relevance queries: `{query, top, why}`; `top` is the id that must rank first.
 pub const QUERIES: &str = include_str!("search_queries.json");
-
-/// Run every search rule against `port`.
-pub async fn run_all(port: &dyn SearchIndex) {
-    index_get_update_remove(port).await;
-    writes_are_visible_to_the_next_query(port).await;
-    bulk_upserts_in_order(port).await;
-    typo_budget_follows_word_length(port).await;
-    prefix_applies_to_the_last_word_only(port).await;
-    words_are_ored_and_more_words_rank_first(port).await;
-    exact_beats_prefix_beats_fuzzy(port).await;
-    fields_limit_the_search(port).await;
-    filter_is_anded_equality_on_top_level_fields(port).await;
-    matches_have_the_minisearch_shape(port).await;
-    limit_caps_the_answer(port).await;
-    limit_defaults_to_100(port).await;
-    text_is_folded_and_any_value_is_searchable(port).await;
-    queries_without_words_are_refused(port).await;
-    relevance(port).await;
-}
 
 fn config(fields: &[&str], store: &[&str]) -> SearchConfig {
     SearchConfig {

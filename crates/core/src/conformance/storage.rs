@@ -1,4 +1,4 @@
-//! Conformance of [`ObjectStorage`]: every storage adapter runs [`run_all`].
+//! Conformance of [`ObjectStorage`]: every storage adapter runs each case (see [`super`]).
 
 use std::{
     collections::VecDeque,
@@ -16,22 +16,6 @@ use crate::{
 };
 
 use super::instance;
-
-/// Run every storage rule against `store`.
-pub async fn run_all(store: &dyn ObjectStorage) {
-    put_then_get_head_delete(store).await;
-    overwrite_replaces_content_and_etag(store).await;
-    failed_upload_keeps_the_previous_object(store).await;
-    large_objects_stream_in_chunks(store).await;
-    empty_objects(store).await;
-    ranges(store).await;
-    missing_objects(store).await;
-    paths_are_keys_not_directories(store).await;
-    list_in_path_order_with_prefix_after_limit(store).await;
-    instances_are_isolated(store).await;
-    drop_removes_every_object(store).await;
-    presigned_urls_are_absolute(store).await;
-}
 
 /// A body stream of `chunks`, in order.
 pub fn body(chunks: Vec<Vec<u8>>) -> ByteStream {

@@ -461,6 +461,56 @@ pub trait DocStore: Lifecycle {
     async fn indexes(&self, instance: &Instance) -> Result<Vec<IndexDef>>;
 }
 
+/// The answer for document `id` missing from data instance `instance`.
+pub fn document_missing(instance: impl fmt::Display, id: impl fmt::Display) -> Error {
+    Error::not_found(format!(
+        "document \"{id}\" does not exist in data instance \"{instance}\""
+    ))
+}
+
+/// The answer for creating document `id` that data instance `instance` already holds.
+pub fn document_exists(instance: impl fmt::Display, id: impl fmt::Display) -> Error {
+    Error::conflict(format!(
+        "document \"{id}\" already exists in data instance \"{instance}\"; replace it with PUT"
+    ))
+}
+
+/// The answer for an index named like another one of `instance` with another definition.
+pub fn index_name_taken(instance: impl fmt::Display, index: impl fmt::Display) -> Error {
+    Error::conflict(format!(
+        "data instance \"{instance}\" has an index named \"{index}\" with another \
+         definition; choose another name"
+    ))
+}
+
+/// The answer for one index more than [`MAX_INDEXES`] on `instance`.
+pub fn too_many_indexes(instance: impl fmt::Display) -> Error {
+    Error::invalid(format!(
+        "data instance \"{instance}\" has {MAX_INDEXES} indexes, the most allowed"
+    ))
+}
+
+/// A stored document's text as [`RawJson`], answered as stored.
+pub fn stored_raw(text: String) -> Result<RawJson> {
+    RawValue::from_string(text).map_err(corrupt_document)
+}
+
+/// A stored document's text parsed, to read its fields.
+pub fn stored_value(text: &str) -> Result<Value> {
+    serde_json::from_str(text).map_err(corrupt_document)
+}
+
+/// A stored index definition parsed.
+pub fn stored_index(text: &str) -> Result<IndexDef> {
+    let def: Value = serde_json::from_str(text)
+        .map_err(|e| Error::internal(format!("stored index definition: {e}")))?;
+    IndexDef::from_json(&def)
+}
+
+fn corrupt_document(e: serde_json::Error) -> Error {
+    Error::internal(format!("a stored document is not JSON: {e}"))
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -13,6 +13,7 @@ use crate::{Instance, InstanceId, Result};
 
 pub mod cache;
 pub mod data;
+pub mod list;
 pub mod queue;
 pub mod registry;
 pub mod search;

@@ -463,6 +463,50 @@ pub trait JobQueue: Lifecycle {
     }
 }
 
+impl JobStatus {
+    /// The status stored with job `id`, as the adapter wrote it ([`JobStatus::as_str`]).
+    pub fn from_stored(id: &str, stored: &str) -> Result<Self> {
+        match stored {
+            "READY" => Ok(Self::Ready),
+            "ERROR" => Ok(Self::Error),
+            other => Err(Error::internal(format!(
+                "stored job {id} has unknown status {other}"
+            ))),
+        }
+    }
+}
+
+/// The payload stored with job `id`, answered as stored.
+pub fn stored_job(id: &str, text: String) -> Result<RawJson> {
+    serde_json::value::RawValue::from_string(text)
+        .map_err(|e| Error::internal(format!("stored job {id} is not JSON: {e}")))
+}
+
+/// The answer for a queue instance whose storage is gone.
+pub fn queue_missing(name: impl fmt::Display) -> Error {
+    Error::not_found(format!("queue instance \"{name}\" does not exist"))
+}
+
+/// The answer for job `id` missing from its queue.
+pub fn job_missing(id: impl fmt::Display) -> Error {
+    Error::not_found(format!("job \"{id}\" does not exist in this queue"))
+}
+
+/// The answer for retrying job `id`, which is READY.
+pub fn job_not_failed(id: impl fmt::Display) -> Error {
+    Error::conflict(format!(
+        "job \"{id}\" is READY, not ERROR: it is waiting for delivery already"
+    ))
+}
+
+/// The answer for enqueueing with `key` while job `existing` holds it.
+pub fn idempotency_key_taken(key: impl fmt::Display, existing: impl fmt::Display) -> Error {
+    Error::conflict(format!(
+        "a job with Idempotency-Key \"{key}\" is already queued (id \"{existing}\"); the key \
+         can be used again once that job is gone"
+    ))
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

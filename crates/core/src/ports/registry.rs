@@ -186,3 +186,89 @@ pub trait Registry: Send + Sync + fmt::Debug + 'static {
     /// Flush and release the engine.
     async fn close(&self) -> Result<()>;
 }
+
+/// The answers every registry gives, so that all adapters say the same thing.
+pub mod answers {
+    use std::fmt;
+
+    use crate::{AppName, Error, Result, ServiceType};
+
+    /// Account `name` does not exist.
+    pub fn account_missing(name: impl fmt::Display) -> Error {
+        Error::not_found(format!(
+            "account \"{name}\" does not exist; create it with POST /_admin/accounts"
+        ))
+    }
+
+    /// Account `name` exists already.
+    pub fn account_exists(name: impl fmt::Display) -> Error {
+        Error::conflict(format!("account \"{name}\" already exists"))
+    }
+
+    /// Application `name` does not exist.
+    pub fn app_missing(name: impl fmt::Display) -> Error {
+        Error::not_found(format!(
+            "application \"{name}\" does not exist; create it with POST /_admin/apps"
+        ))
+    }
+
+    /// Application `name` exists already, in this or another account.
+    pub fn app_exists(name: impl fmt::Display) -> Error {
+        Error::conflict(format!(
+            "application \"{name}\" already exists; application names are unique across all \
+             accounts"
+        ))
+    }
+
+    /// Instance `name` of `kind` exists already in its application.
+    pub fn instance_exists(kind: ServiceType, name: impl fmt::Display) -> Error {
+        Error::conflict(format!("{kind} instance \"{name}\" already exists"))
+    }
+
+    /// Instance `name` of `kind` does not exist in its application.
+    pub fn instance_missing(kind: ServiceType, name: impl fmt::Display) -> Error {
+        Error::not_found(format!("{kind} instance \"{name}\" does not exist"))
+    }
+
+    /// Application `app` has no key `key`.
+    pub fn key_missing(app: impl fmt::Display, key: impl fmt::Display) -> Error {
+        Error::not_found(format!("application \"{app}\" has no key \"{key}\""))
+    }
+
+    /// A generated key id is taken: 96 random bits, so the random source is broken.
+    pub fn key_id_collision() -> Error {
+        Error::internal("a generated key id already exists")
+    }
+
+    /// The plan stored for account `name` cannot be read back.
+    pub fn stored_plan(name: impl fmt::Display, e: impl fmt::Display) -> Error {
+        Error::internal(format!("account {name}: stored plan: {e}"))
+    }
+
+    /// Refuse to delete the built-in domain application: [`Registry::delete_app`]'s
+    /// precondition.
+    ///
+    /// [`Registry::delete_app`]: super::Registry::delete_app
+    pub fn check_deletable(app: &AppName) -> Result<()> {
+        if app.is_domain() {
+            return Err(Error::invalid(
+                "the built-in domain application cannot be deleted",
+            ));
+        }
+        Ok(())
+    }
+
+    /// Refuse keys for the built-in domain application: [`Registry::create_key`]'s
+    /// precondition.
+    ///
+    /// [`Registry::create_key`]: super::Registry::create_key
+    pub fn check_may_have_keys(app: &AppName) -> Result<()> {
+        if app.is_domain() {
+            return Err(Error::invalid(
+                "the built-in domain application has no access keys; the domain form is \
+                 authenticated by the server's --auth setting",
+            ));
+        }
+        Ok(())
+    }
+}

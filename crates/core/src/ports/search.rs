@@ -122,6 +122,47 @@ pub trait SearchIndex: Lifecycle {
     async fn query(&self, instance: &Instance, query: &SearchQuery) -> Result<Vec<SearchMatch>>;
 }
 
+/// The configuration of search instance `instance`.
+pub fn config_of(instance: &Instance) -> Result<&SearchConfig> {
+    match &instance.config {
+        crate::InstanceConfig::Search(c) => Ok(c),
+        _ => Err(Error::internal(format!(
+            "instance {} is not a search instance",
+            instance.id
+        ))),
+    }
+}
+
+/// The answer for a search instance whose storage is gone.
+pub fn index_missing(name: impl std::fmt::Display) -> Error {
+    Error::not_found(format!(
+        "search instance \"{name}\" does not exist; create it with PUT /search/{name}"
+    ))
+}
+
+/// A stored search document's text, answered as stored.
+pub fn stored_raw(text: String) -> Result<RawJson> {
+    serde_json::value::RawValue::from_string(text).map_err(corrupt_document)
+}
+
+/// The answer for a stored search document that cannot be read back.
+pub fn corrupt_document(e: impl std::fmt::Display) -> Error {
+    Error::internal(format!("stored search document: {e}"))
+}
+
+/// One write call of [`SearchIndex`], as adapters that queue or batch writes carry it.
+#[derive(Debug)]
+pub enum SearchWrite {
+    /// Add a document whose key must be new.
+    Index(SearchDoc),
+    /// Replace the document whose key must exist.
+    Update(SearchDoc),
+    /// Remove the document whose key must exist.
+    Remove(SearchKey),
+    /// Add or replace every document, in order.
+    Bulk(Vec<SearchDoc>),
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -148,3 +148,16 @@ pub trait Presign: Send + Sync {
 pub trait ObjectStorage: BlobStore + Presign {}
 
 impl<T: BlobStore + Presign> ObjectStorage for T {}
+
+/// The answer for object `path` missing from storage instance `instance`.
+pub fn object_missing(instance: impl fmt::Display, path: &ObjectPath) -> crate::Error {
+    crate::Error::not_found(format!(
+        "object {:?} does not exist in storage instance \"{instance}\"",
+        path.as_str()
+    ))
+}
+
+/// The answer for an upload whose body failed before its end.
+pub fn upload_interrupted(e: impl fmt::Display) -> crate::Error {
+    crate::Error::BadRequest(format!("the upload was interrupted: {e}"))
+}

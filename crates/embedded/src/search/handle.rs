@@ -1,5 +1,5 @@
 //! One open search index: its tantivy index and reader, the schema mapping, key lookups
-//! and queries. Writes go through the index's writer thread ([`super::writer`]).
+//! and queries. Writes go through the index's writer thread (`super::writer`).
 
 use std::{
     borrow::Cow,
@@ -13,7 +13,10 @@ use std::{
 
 use quintet_core::{
     Error, Result,
-    ports::{data::Document, search::SearchConfig},
+    ports::{
+        data::Document,
+        search::{SearchConfig, corrupt_document},
+    },
     search::{
         Expansion, Explained, MatchKind, QueryPlan, QueryWord, SearchDoc, SearchKey, SearchMatch,
         SearchQuery,
@@ -40,7 +43,6 @@ use super::{
     analyzer::{NAME, WordTokenizer},
     engine_error, score,
     vocabulary::{self, Vocabulary},
-    writer::WriterSlot,
 };
 
 /// Bytes of documents per block of the document store (see [`IndexHandle::open`]).
@@ -124,7 +126,7 @@ fn members(src: &str, names: &[&str]) -> Result<Document> {
     let picked = Pick(names)
         .deserialize(&mut de)
         .and_then(|picked| de.end().map(|()| picked))
-        .map_err(|e| Error::internal(format!("stored search document: {e}")))?;
+        .map_err(corrupt_document)?;
     Ok(names
         .iter()
         .zip(picked)
@@ -202,8 +204,6 @@ pub(super) struct IndexHandle {
     pub index: Index,
     pub reader: IndexReader,
     pub fields: Fields,
-    /// The writer thread, started on the first write and stopped when idle.
-    pub writer: Mutex<WriterSlot>,
     /// The merged dictionary of the large segments, rebuilt when they change.
     vocabulary: Mutex<Option<Arc<Vocabulary>>>,
     /// Whether a query is rebuilding the dictionary.
@@ -259,7 +259,6 @@ impl IndexHandle {
             index,
             reader,
             fields,
-            writer: Mutex::new(WriterSlot::default()),
             vocabulary: Mutex::new(None),
             rebuilding: AtomicBool::new(false),
         }))

@@ -26,17 +26,20 @@ use std::{
 
 use async_trait::async_trait;
 use quintet_core::{
-    Error, Instance, InstanceConfig, InstanceId, Result,
+    Error, Instance, InstanceId, Result,
     ports::{
         Lifecycle,
         data::RawJson,
-        search::{SearchDoc, SearchIndex, SearchKey, SearchMatch, SearchQuery},
+        search::{
+            SearchDoc, SearchIndex, SearchKey, SearchMatch, SearchQuery, config_of, index_missing,
+            stored_raw,
+        },
     },
 };
 
 use crate::instance_store::{InstanceDirs, blocking};
 use handle::IndexHandle;
-use writer::{Counters, Write};
+use writer::{Counters, OpenIndex, Write};
 
 /// How the search adapter spends memory and threads.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -84,7 +87,7 @@ pub struct WriteStats {
 
 #[derive(Debug, Default)]
 struct State {
-    open: HashMap<InstanceId, Arc<IndexHandle>>,
+    open: HashMap<InstanceId, Arc<OpenIndex>>,
     /// Dropped instances: ids are never reused, so a late request for one is refused
     /// instead of re-creating its directory.
     dropped: HashSet<InstanceId>,
@@ -97,9 +100,7 @@ fn engine_error(e: impl std::fmt::Display) -> Error {
 }
 
 fn gone(instance: &str) -> Error {
-    Error::not_found(format!(
-        "search instance \"{instance}\" does not exist; create it with PUT /search/{instance}"
-    ))
+    index_missing(instance)
 }
 
 impl TantivySearchIndex {
@@ -122,7 +123,7 @@ impl TantivySearchIndex {
 
     /// How many indexes currently have a writer thread (for tests and metrics).
     pub fn open_writers(&self) -> usize {
-        let handles: Vec<Arc<IndexHandle>> = self.inner.lock().open.values().cloned().collect();
+        let handles: Vec<Arc<OpenIndex>> = self.inner.lock().open.values().cloned().collect();
         handles.iter().filter(|h| h.has_writer()).count()
     }
 
@@ -139,13 +140,8 @@ impl Inner {
     }
 
     /// The open index of `instance`, opening it when needed. Blocking.
-    fn handle(&self, instance: &Instance) -> Result<Arc<IndexHandle>> {
-        let InstanceConfig::Search(config) = &instance.config else {
-            return Err(Error::internal(format!(
-                "instance {} is not a search instance",
-                instance.id
-            )));
-        };
+    fn handle(&self, instance: &Instance) -> Result<Arc<OpenIndex>> {
+        let config = config_of(instance)?;
         let mut state = self.lock();
         if state.closed {
             return Err(Error::Unavailable(
@@ -158,22 +154,13 @@ impl Inner {
         if let Some(h) = state.open.get(&instance.id) {
             return Ok(Arc::clone(h));
         }
-        let h = IndexHandle::open(
+        let h = Arc::new(OpenIndex::new(IndexHandle::open(
             &self.dirs.dir(instance.id),
             instance.name.as_str().to_owned(),
             config.clone(),
-        )?;
+        )?));
         state.open.insert(instance.id, Arc::clone(&h));
         Ok(h)
-    }
-}
-
-impl IndexHandle {
-    fn has_writer(&self) -> bool {
-        matches!(
-            &*self.writer.lock().unwrap_or_else(PoisonError::into_inner),
-            writer::WriterSlot::Running { .. }
-        )
     }
 }
 
@@ -235,7 +222,7 @@ impl Lifecycle for TantivySearchIndex {
     async fn close(&self) -> Result<()> {
         let inner = Arc::clone(&self.inner);
         blocking(move || {
-            let handles: Vec<Arc<IndexHandle>> = {
+            let handles: Vec<Arc<OpenIndex>> = {
                 let mut state = inner.lock();
                 state.closed = true;
                 state.open.drain().map(|(_, h)| h).collect()
@@ -263,11 +250,7 @@ impl SearchIndex for TantivySearchIndex {
     async fn get(&self, instance: &Instance, key: &SearchKey) -> Result<Option<RawJson>> {
         let key = key.clone();
         let text = self.read(instance, move |h| h.get(&key)).await?;
-        text.map(|t| {
-            serde_json::value::RawValue::from_string(t)
-                .map_err(|e| Error::internal(format!("stored search document: {e}")))
-        })
-        .transpose()
+        text.map(stored_raw).transpose()
     }
 
     async fn update(&self, instance: &Instance, doc: SearchDoc) -> Result<()> {
@@ -294,7 +277,7 @@ impl SearchIndex for TantivySearchIndex {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use quintet_core::{conformance, ports::search::SearchConfig};
+    use quintet_core::{InstanceConfig, conformance, ports::search::SearchConfig};
     use serde_json::json;
 
     fn config() -> SearchConfig {

@@ -12,8 +12,9 @@
 
 use std::{
     collections::HashMap,
+    ops::Deref,
     sync::{
-        Arc, MutexGuard, PoisonError,
+        Arc, Mutex, MutexGuard, PoisonError,
         atomic::{AtomicU64, Ordering},
         mpsc::{self, RecvTimeoutError, TryRecvError},
     },
@@ -83,17 +84,7 @@ pub(super) mod gate {
 }
 
 /// A write to an index.
-#[derive(Debug)]
-pub(super) enum Write {
-    /// Add a document whose key must be new.
-    Index(SearchDoc),
-    /// Replace the document whose key must exist.
-    Update(SearchDoc),
-    /// Remove the document whose key must exist.
-    Remove(SearchKey),
-    /// Add or replace every document, in order.
-    Bulk(Vec<SearchDoc>),
-}
+pub(super) use quintet_core::ports::search::SearchWrite as Write;
 
 /// A write and where to answer it.
 #[derive(Debug)]
@@ -117,14 +108,46 @@ pub(super) enum WriterSlot {
     Closed(Error),
 }
 
-fn lock(handle: &IndexHandle) -> MutexGuard<'_, WriterSlot> {
-    handle.writer.lock().unwrap_or_else(PoisonError::into_inner)
+/// An open index with its writer: what the adapter keeps per open index. Reads use the
+/// index (through `Deref`); writes go through the slot.
+#[derive(Debug)]
+pub(super) struct OpenIndex {
+    handle: Arc<IndexHandle>,
+    /// The writer thread, started on the first write and stopped when idle.
+    slot: Mutex<WriterSlot>,
+}
+
+impl OpenIndex {
+    /// `handle` with no writer yet.
+    pub fn new(handle: Arc<IndexHandle>) -> Self {
+        Self {
+            handle,
+            slot: Mutex::default(),
+        }
+    }
+
+    /// Whether a writer thread is running.
+    pub fn has_writer(&self) -> bool {
+        matches!(&*lock(self), WriterSlot::Running { .. })
+    }
+}
+
+impl Deref for OpenIndex {
+    type Target = IndexHandle;
+
+    fn deref(&self) -> &IndexHandle {
+        &self.handle
+    }
+}
+
+fn lock(handle: &OpenIndex) -> MutexGuard<'_, WriterSlot> {
+    handle.slot.lock().unwrap_or_else(PoisonError::into_inner)
 }
 
 /// Queue `write` on the index's writer, starting it when needed. Blocking (it may open a
 /// writer); the answer arrives on the returned channel once the write is committed.
 pub(super) fn submit(
-    handle: &Arc<IndexHandle>,
+    handle: &Arc<OpenIndex>,
     settings: Settings,
     counters: &Arc<Counters>,
     write: Write,
@@ -170,7 +193,7 @@ pub(super) fn submit(
 
 /// Stop the index's writer for good: later writes fail with `reason`. Waits for the batch
 /// in progress to be committed and answered. Blocking.
-pub(super) fn close(handle: &IndexHandle, reason: Error) {
+pub(super) fn close(handle: &OpenIndex, reason: Error) {
     let previous = std::mem::replace(&mut *lock(handle), WriterSlot::Closed(reason));
     if let WriterSlot::Running { jobs, thread } = previous {
         drop(jobs);
@@ -182,7 +205,7 @@ pub(super) fn close(handle: &IndexHandle, reason: Error) {
 
 /// The writer thread: batches until the channel closes or nothing arrives for `idle`.
 fn run(
-    handle: &IndexHandle,
+    handle: &OpenIndex,
     counters: &Counters,
     mut writer: IndexWriter,
     inbox: &mpsc::Receiver<Job>,

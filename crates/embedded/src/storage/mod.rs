@@ -33,7 +33,10 @@ use quintet_core::{
     object::{ObjectPath, PresignMethod, RangeSpec, UrlSigner, presign::Grant},
     ports::{
         Lifecycle,
-        storage::{BlobStore, ByteStream, Bytes, ListQuery, Object, ObjectMeta, Presign},
+        storage::{
+            BlobStore, ByteStream, Bytes, ListQuery, Object, ObjectMeta, Presign, object_missing,
+            upload_interrupted,
+        },
     },
 };
 use rusqlite::{Connection, OptionalExtension, params};
@@ -46,6 +49,13 @@ use crate::{
 
 /// Bytes of inline objects held in memory at most (every instance together).
 pub const HOT_OBJECTS_BYTES: usize = 32 << 20;
+
+/// Object metadata's file in the data directory.
+pub const DB: &str = "storage.db";
+/// The directory of blob files in the data directory.
+pub const DIR: &str = "storage";
+/// Where versions before the master key kept the pre-signing key (removed at start).
+pub const KEY: &str = "presign.key";
 
 /// Objects of every storage instance: blob files per instance directory, metadata in
 /// `storage.db`.
@@ -98,10 +108,10 @@ impl FsBlobStore {
     /// Open the store in `data_dir` (see the module documentation for the layout), with
     /// `clock` as the time of writes and of URL expiry, signing URLs with `signer`.
     pub fn open(data_dir: &Path, clock: Arc<dyn Clock>, signer: UrlSigner) -> Result<Self> {
-        let db = SqliteDb::open(&data_dir.join("storage.db"), &[], SqliteOptions::default())?;
+        let db = SqliteDb::open(&data_dir.join(DB), &[], SqliteOptions::default())?;
         // Versions before the master key kept the signing key here, where a copy of the data
         // directory could forge URLs; URLs it signed stop working.
-        let legacy = data_dir.join("presign.key");
+        let legacy = data_dir.join(KEY);
         if legacy.exists() {
             crate::datadir::remove_file_if_present(&legacy)?;
             tracing::warn!(
@@ -110,7 +120,7 @@ impl FsBlobStore {
             );
         }
         Ok(Self {
-            dirs: InstanceDirs::open(data_dir.join("storage"))?,
+            dirs: InstanceDirs::open(data_dir.join(DIR))?,
             tables: TableLifecycle::new(db, "o", ddl),
             signer,
             clock,
@@ -340,11 +350,7 @@ fn map_sql_gone(e: rusqlite::Error, gone: &Error) -> Error {
 }
 
 fn missing_object(instance: &Instance, path: &ObjectPath) -> Error {
-    Error::not_found(format!(
-        "object {:?} does not exist in storage instance \"{}\"",
-        path.as_str(),
-        instance.name
-    ))
+    object_missing(&instance.name, path)
 }
 
 fn list_rows(
@@ -436,9 +442,7 @@ impl BlobStore for FsBlobStore {
         let received = blobs::receive(&dir, &name, body)
             .await
             .map_err(|e| match e {
-                blobs::WriteError::Body(e) => {
-                    Error::BadRequest(format!("the upload was interrupted: {e}"))
-                }
+                blobs::WriteError::Body(e) => upload_interrupted(e),
                 blobs::WriteError::Io(e) if e.kind() == std::io::ErrorKind::NotFound => {
                     gone(instance)
                 }

@@ -49,7 +49,7 @@ use quintet_core::{
         Lifecycle,
         data::{
             BulkOp, BulkOutcome, DocId, DocStore, DocStream, Document, FindOutcome, FindQuery,
-            IndexDef, ListQuery, RawJson,
+            IndexDef, ListQuery, RawJson, document_missing, stored_index,
         },
     },
 };
@@ -120,10 +120,7 @@ fn instance_gone(instance: &Instance) -> Error {
 }
 
 fn missing(instance: &Instance, id: &DocId) -> Error {
-    Error::not_found(format!(
-        "document \"{id}\" does not exist in data instance \"{}\"",
-        instance.name
-    ))
+    document_missing(&instance.name, id)
 }
 
 /// The definitions and version as one statement reads them (one snapshot).
@@ -201,9 +198,7 @@ impl PgDocStore {
             let Some(def) = row.get::<_, Option<String>>(3) else {
                 continue;
             };
-            let def: serde_json::Value = serde_json::from_str(&def)
-                .map_err(|e| Error::internal(format!("stored index definition: {e}")))?;
-            loaded.defs.push(IndexDef::from_json(&def)?);
+            loaded.defs.push(stored_index(&def)?);
             loaded.nums.push(row.get(2));
         }
         let loaded = Arc::new(loaded);
@@ -223,28 +218,19 @@ impl PgDocStore {
     }
 }
 
-/// Remove every row of instance `id`.
+/// Remove every row of instance `id`. The instance row goes first: writers share its
+/// lock, so the drop waits for them, and a write that starts later finds the instance gone.
 async fn drop_rows(db: &PgDatabase, id: i64) -> Result<()> {
-    let mut client = db.client().await?;
-    let tx = client.transaction().await.map_err(pg_error)?;
-    // The instance row first: writers share its lock, so the drop waits for them, and a
-    // write that starts later finds the instance gone.
-    tx.execute(
-        "DELETE FROM quintet_data_instances WHERE instance = $1",
-        &[&id],
+    db.drop_instance_rows(
+        "quintet_data_instances",
+        &[
+            "quintet_data_keys",
+            "quintet_data_indexes",
+            "quintet_data_docs",
+        ],
+        id,
     )
     .await
-    .map_err(pg_error)?;
-    for table in [
-        "quintet_data_keys",
-        "quintet_data_indexes",
-        "quintet_data_docs",
-    ] {
-        tx.execute(&format!("DELETE FROM {table} WHERE instance = $1"), &[&id])
-            .await
-            .map_err(pg_error)?;
-    }
-    tx.commit().await.map_err(pg_error)
 }
 
 #[async_trait]

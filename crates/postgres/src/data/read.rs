@@ -1,16 +1,21 @@
 //! Reads: a document by id, streamed lists, and Mango queries planned by
 //! `quintet_core::mango` and walked over the index entries in PostgreSQL.
 
-use std::{collections::VecDeque, time::Instant};
+use std::time::Instant;
 
+use async_trait::async_trait;
 use deadpool_postgres::Transaction;
-use futures_util::stream;
 use quintet_core::{
     Error, Instance, Result,
     mango::{Collector, plan},
-    ports::data::{DocId, DocStream, FindOutcome, FindQuery, ListQuery, QUERY_DEADLINE, RawJson},
+    ports::{
+        data::{
+            DocId, DocStream, FindOutcome, FindQuery, ListQuery, QUERY_DEADLINE, RawJson,
+            stored_raw,
+        },
+        list::{ListPages, Page, list_stream},
+    },
 };
-use serde_json::value::RawValue;
 use tokio_postgres::{IsolationLevel, types::ToSql};
 
 use super::{PgDocStore, instance_gone, prefilter::Prefilter};
@@ -21,11 +26,6 @@ const LIST_PAGE: usize = 256;
 
 /// Candidates fetched per round trip while answering a query.
 const FIND_PAGE: i32 = 128;
-
-fn raw(text: String) -> Result<RawJson> {
-    RawValue::from_string(text)
-        .map_err(|e| Error::internal(format!("a stored document is not JSON: {e}")))
-}
 
 pub(super) async fn get(
     db: &PgDatabase,
@@ -41,7 +41,7 @@ pub(super) async fn get(
         .query_opt(&stmt, &[&instance.id.0, &id.as_str()])
         .await
         .map_err(pg_error)?
-        .map(|row| raw(row.get(0)))
+        .map(|row| stored_raw(row.get(0)))
         .transpose()
 }
 
@@ -50,107 +50,69 @@ pub(super) async fn list(
     instance: &Instance,
     query: ListQuery,
 ) -> Result<DocStream> {
-    let mut lister = Lister {
+    let pages = Pages {
         db: db.clone(),
         instance: instance.id.0,
-        query,
-        cursor: None,
-        sent: 0,
-        buf: VecDeque::new(),
-        done: false,
     };
-    // The first page is read before answering, so a failure is still a status.
-    lister.fetch().await?;
-    Ok(Box::pin(stream::unfold(lister, |mut l| async move {
-        loop {
-            if let Some(doc) = l.buf.pop_front() {
-                return Some((Ok(doc), l));
-            }
-            if l.done {
-                return None;
-            }
-            if let Err(e) = l.fetch().await {
-                l.done = true;
-                return Some((Err(e), l));
-            }
-        }
-    })))
+    list_stream(pages, query, LIST_PAGE).await
 }
 
-/// The state of a streaming list: the next page is read when the buffer runs dry. Each
-/// page continues after the last id sent, so pages need no open transaction.
-struct Lister {
+/// Where a list reads its pages: the instance's rows.
+struct Pages {
     db: PgDatabase,
     instance: i64,
-    query: ListQuery,
-    cursor: Option<String>,
-    sent: usize,
-    buf: VecDeque<RawJson>,
-    done: bool,
 }
 
-impl Lister {
-    async fn fetch(&mut self) -> Result<()> {
-        let remaining = self
-            .query
-            .limit
-            .map_or(usize::MAX, |l| l - self.sent.min(l));
-        if remaining == 0 {
-            self.done = true;
-            return Ok(());
-        }
+#[async_trait]
+impl ListPages for Pages {
+    async fn by_ids(&self, ids: &[String], limit: usize) -> Result<Vec<RawJson>> {
         let client = self.db.client().await?;
-        if let Some(keys) = &self.query.keys {
-            let stmt = client
-                .prepare_cached(
-                    "SELECT id, body FROM quintet_data_docs \
-                     WHERE instance = $1 AND id = ANY($2::text[])",
-                )
-                .await
-                .map_err(pg_error)?;
-            // No id holds a NUL (ids have no control characters), and PostgreSQL text
-            // cannot hold one either.
-            let asked: Vec<&str> = keys
-                .iter()
-                .map(String::as_str)
-                .filter(|k| !k.contains('\0'))
-                .collect();
-            let found: std::collections::HashMap<String, String> = client
-                .query(&stmt, &[&self.instance, &asked])
-                .await
-                .map_err(pg_error)?
-                .into_iter()
-                .map(|r| (r.get(0), r.get(1)))
-                .collect();
-            // In the order asked; an id asked twice is answered twice.
-            for body in keys.iter().filter_map(|k| found.get(k)).take(remaining) {
-                self.buf.push_back(raw(body.clone())?);
-            }
-            self.done = true;
-            return Ok(());
-        }
-        let page = remaining.min(LIST_PAGE);
-        let desc = self.query.descending;
-        let (low, high) = if desc {
-            (&self.query.end_key, &self.query.start_key)
-        } else {
-            (&self.query.start_key, &self.query.end_key)
-        };
+        let stmt = client
+            .prepare_cached(
+                "SELECT id, body FROM quintet_data_docs \
+                 WHERE instance = $1 AND id = ANY($2::text[])",
+            )
+            .await
+            .map_err(pg_error)?;
+        // No id holds a NUL (ids have no control characters), and PostgreSQL text cannot
+        // hold one either.
+        let asked: Vec<&str> = ids
+            .iter()
+            .map(String::as_str)
+            .filter(|k| !k.contains('\0'))
+            .collect();
+        let found: std::collections::HashMap<String, String> = client
+            .query(&stmt, &[&self.instance, &asked])
+            .await
+            .map_err(pg_error)?
+            .into_iter()
+            .map(|r| (r.get(0), r.get(1)))
+            .collect();
+        // In the order asked; an id asked twice is answered twice.
+        ids.iter()
+            .filter_map(|k| found.get(k))
+            .take(limit)
+            .map(|body| stored_raw(body.clone()))
+            .collect()
+    }
+
+    async fn page(&self, page: Page<'_>) -> Result<Vec<(String, RawJson)>> {
+        let client = self.db.client().await?;
         let mut conds: Vec<(&str, &str)> = Vec::new();
         // A bound with a NUL, which PostgreSQL text cannot hold, means the same as its part
         // before the NUL for ids, which hold none: `>= "p\0…"` is `> "p"`, `<= "p\0…"` is
         // `<= "p"`.
-        if let Some(l) = low {
+        if let Some(l) = page.low {
             conds.push(match l.split_once('\0') {
                 Some((p, _)) => (">", p),
                 None => (">=", l),
             });
         }
-        if let Some(h) = high {
+        if let Some(h) = page.high {
             conds.push(("<=", h.split('\0').next().unwrap_or_default()));
         }
-        if let Some(cur) = &self.cursor {
-            conds.push((if desc { "<" } else { ">" }, cur));
+        if let Some(after) = page.after {
+            conds.push((if page.descending { "<" } else { ">" }, after));
         }
         let mut sql = String::from("SELECT id, body FROM quintet_data_docs WHERE instance = $1");
         for (i, (op, _)) in conds.iter().enumerate() {
@@ -159,24 +121,18 @@ impl Lister {
         // The page size is a parameter: one cached statement per shape, not per size.
         sql.push_str(&format!(
             " ORDER BY id {} LIMIT ${}",
-            if desc { "DESC" } else { "ASC" },
+            if page.descending { "DESC" } else { "ASC" },
             conds.len() + 2
         ));
         let stmt = client.prepare_cached(&sql).await.map_err(pg_error)?;
-        let limit = i64::try_from(page).unwrap_or(i64::MAX);
+        let limit = i64::try_from(page.size).unwrap_or(i64::MAX);
         let mut params: Vec<&(dyn ToSql + Sync)> = vec![&self.instance];
         params.extend(conds.iter().map(|(_, v)| v as &(dyn ToSql + Sync)));
         params.push(&limit);
         let rows = client.query(&stmt, &params).await.map_err(pg_error)?;
-        if rows.len() < page {
-            self.done = true;
-        }
-        self.sent += rows.len();
-        for row in rows {
-            self.cursor = Some(row.get(0));
-            self.buf.push_back(raw(row.get(1))?);
-        }
-        Ok(())
+        rows.into_iter()
+            .map(|row| Ok((row.get(0), stored_raw(row.get(1))?)))
+            .collect()
     }
 }
 

@@ -10,7 +10,10 @@ use std::collections::{BTreeMap, HashMap, HashSet};
 
 use quintet_core::{
     Error, Instance, Result,
-    ports::data::{BulkOp, BulkOutcome, DocId, IndexDef, MAX_INDEXES},
+    ports::data::{
+        BulkOp, BulkOutcome, DocId, IndexDef, MAX_INDEXES, document_exists, index_name_taken,
+        stored_value, too_many_indexes,
+    },
 };
 use serde_json::Value;
 use tokio_postgres::types::ToSql;
@@ -116,8 +119,7 @@ fn entries(idx: &Indexes, text: &str) -> Result<Vec<(i32, Vec<u8>)>> {
     if idx.defs.is_empty() {
         return Ok(Vec::new());
     }
-    let doc: Value = serde_json::from_str(text)
-        .map_err(|e| Error::internal(format!("a stored document is not JSON: {e}")))?;
+    let doc: Value = stored_value(text)?;
     Ok(idx
         .defs
         .iter()
@@ -164,15 +166,7 @@ pub(super) async fn create(
         let inserted: i64 = client
             .query_one(&stmt, &params)
             .await
-            .map_err(|e| {
-                unique_as(e, || {
-                    format!(
-                        "document \"{id}\" already exists in data instance \"{}\"; replace it \
-                         with PUT",
-                        instance.name
-                    )
-                })
-            })?
+            .map_err(|e| unique_as(e, || document_exists(&instance.name, id).public_message()))?
             .get(0);
         if inserted == 1 {
             return Ok(());
@@ -504,11 +498,7 @@ pub(super) async fn create_index(
         return if same {
             Ok(())
         } else {
-            Err(Error::conflict(format!(
-                "data instance \"{}\" has an index named \"{}\" with another definition; \
-                 choose another name",
-                instance.name, index.name
-            )))
+            Err(index_name_taken(&instance.name, &index.name))
         };
     }
     let row = tx
@@ -521,10 +511,7 @@ pub(super) async fn create_index(
         .map_err(pg_error)?;
     let (count, num): (i64, i32) = (row.get(0), row.get(1));
     if usize::try_from(count).unwrap_or(usize::MAX) >= MAX_INDEXES {
-        return Err(Error::invalid(format!(
-            "data instance \"{}\" has {MAX_INDEXES} indexes, the most allowed",
-            instance.name
-        )));
+        return Err(too_many_indexes(&instance.name));
     }
 
     let docs = tx
@@ -541,8 +528,7 @@ pub(super) async fn create_index(
         let (mut keys, mut ids) = (Vec::new(), Vec::new());
         for row in &rows {
             let body: &str = row.get(1);
-            let doc: Value = serde_json::from_str(body)
-                .map_err(|e| Error::internal(format!("a stored document is not JSON: {e}")))?;
+            let doc: Value = stored_value(body)?;
             if let Some(key) = index.key_of(&doc) {
                 keys.push(key);
                 ids.push(row.get::<_, &str>(0));

@@ -37,19 +37,18 @@ use std::{
 use async_trait::async_trait;
 use futures_util::future::try_join_all;
 use quintet_core::{
-    Clock, Error, Instance, InstanceId, ManualClock, Result,
+    Clock, Instance, InstanceId, ManualClock, Result,
     hmac::to_hex,
     id::{IdGenerator, random_bytes},
     ports::{
         Lifecycle,
-        data::RawJson,
         queue::{
             Claim, ClaimedJob, DueListener, IdempotencyKey, JobBody, JobQueue, JobRecord,
-            JobStatus, LeaseToken, ListJobs, Outcome, Settlement,
+            JobStatus, LeaseToken, ListJobs, Outcome, Settlement, idempotency_key_taken,
+            job_missing, job_not_failed, queue_missing, stored_job,
         },
     },
 };
-use serde_json::value::RawValue;
 use tokio_postgres::error::SqlState;
 
 pub use self::wake::POLL_EVERY;
@@ -87,9 +86,6 @@ CREATE TABLE quintet_jobs (
 CREATE INDEX quintet_jobs_due ON quintet_jobs (queue, due_ms, seq) WHERE status = 'READY';
 CREATE INDEX quintet_jobs_due_any ON quintet_jobs (due_ms) WHERE status = 'READY';
 "#];
-
-const READY: &str = "READY";
-const ERROR: &str = "ERROR";
 
 /// Jobs of every queue instance, in PostgreSQL, claimed with leases by any node.
 pub struct PgJobQueue {
@@ -156,17 +152,6 @@ impl PgJobQueue {
             .map_err(pg_error)?
             .is_some())
     }
-}
-
-fn queue_missing(instance: &Instance) -> Error {
-    Error::not_found(format!(
-        "queue instance \"{}\" does not exist",
-        instance.name
-    ))
-}
-
-fn job_missing(id: &str) -> Error {
-    Error::not_found(format!("job \"{id}\" does not exist in this queue"))
 }
 
 fn is(e: &tokio_postgres::Error, state: &SqlState) -> bool {
@@ -260,7 +245,9 @@ impl JobQueue for PgJobQueue {
             .await;
         match inserted {
             Ok(_) => Ok(id),
-            Err(e) if is(&e, &SqlState::FOREIGN_KEY_VIOLATION) => Err(queue_missing(instance)),
+            Err(e) if is(&e, &SqlState::FOREIGN_KEY_VIOLATION) => {
+                Err(queue_missing(&instance.name))
+            }
             Err(e) if is(&e, &SqlState::UNIQUE_VIOLATION) && key.is_some() => {
                 let existing: Option<String> = client
                     .query_opt(
@@ -272,12 +259,10 @@ impl JobQueue for PgJobQueue {
                     .map(|r| r.try_get(0))
                     .transpose()
                     .map_err(pg_error)?;
-                Err(Error::conflict(format!(
-                    "a job with Idempotency-Key \"{}\" is already queued (id \"{}\"); \
-                     the key can be used again once that job is gone",
+                Err(idempotency_key_taken(
                     key.unwrap_or_default(),
-                    existing.unwrap_or_default()
-                )))
+                    existing.unwrap_or_default(),
+                ))
             }
             Err(e) => Err(pg_error(e)),
         }
@@ -300,7 +285,7 @@ impl JobQueue for PgJobQueue {
             .await
             .map_err(pg_error)?;
         if rows.is_empty() && !self.exists(&client, instance).await? {
-            return Err(queue_missing(instance));
+            return Err(queue_missing(&instance.name));
         }
         let mut out = Vec::with_capacity(rows.len());
         for row in rows {
@@ -308,17 +293,8 @@ impl JobQueue for PgJobQueue {
             let status: String = row.try_get(1).map_err(pg_error)?;
             let job: String = row.try_get(2).map_err(pg_error)?;
             let attempts: i32 = row.try_get(3).map_err(pg_error)?;
-            let job: RawJson = RawValue::from_string(job)
-                .map_err(|e| Error::internal(format!("stored job {id} is not JSON: {e}")))?;
-            let status = match status.as_str() {
-                READY => JobStatus::Ready,
-                ERROR => JobStatus::Error,
-                other => {
-                    return Err(Error::internal(format!(
-                        "stored job {id} has unknown status {other}"
-                    )));
-                }
-            };
+            let job = stored_job(&id, job)?;
+            let status = JobStatus::from_stored(&id, &status)?;
             out.push(JobRecord {
                 status,
                 job,
@@ -356,11 +332,9 @@ impl JobQueue for PgJobQueue {
             .await
             .map_err(pg_error)?;
         match found {
-            None if !self.exists(&client, instance).await? => Err(queue_missing(instance)),
+            None if !self.exists(&client, instance).await? => Err(queue_missing(&instance.name)),
             None => Err(job_missing(id)),
-            Some(_) => Err(Error::conflict(format!(
-                "job \"{id}\" is READY, not ERROR: it is waiting for delivery already"
-            ))),
+            Some(_) => Err(job_not_failed(id)),
         }
     }
 
@@ -378,7 +352,7 @@ impl JobQueue for PgJobQueue {
         } else if self.exists(&client, instance).await? {
             Err(job_missing(id))
         } else {
-            Err(queue_missing(instance))
+            Err(queue_missing(&instance.name))
         }
     }
 
@@ -435,7 +409,7 @@ impl JobQueue for PgJobQueue {
             .await
             .map_err(pg_error)?;
         if !next.try_get::<_, bool>(0).map_err(pg_error)? {
-            return Err(queue_missing(instance));
+            return Err(queue_missing(&instance.name));
         }
         Ok(Claim {
             jobs: picked.into_iter().map(|(_, job)| job).collect(),

@@ -29,11 +29,14 @@ mod write;
 
 use async_trait::async_trait;
 use quintet_core::{
-    Error, Instance, InstanceConfig, InstanceId, Result,
+    Error, Instance, InstanceId, Result,
     ports::{
         Lifecycle,
         data::RawJson,
-        search::{SearchConfig, SearchDoc, SearchIndex, SearchKey, SearchMatch, SearchQuery},
+        search::{
+            SearchDoc, SearchIndex, SearchKey, SearchMatch, SearchQuery, config_of, index_missing,
+            stored_raw,
+        },
     },
 };
 
@@ -87,19 +90,7 @@ pub struct PgSearchIndex {
 }
 
 fn gone(instance: &str) -> Error {
-    Error::not_found(format!(
-        "search instance \"{instance}\" does not exist; create it with PUT /search/{instance}"
-    ))
-}
-
-fn config_of(instance: &Instance) -> Result<&SearchConfig> {
-    match &instance.config {
-        InstanceConfig::Search(c) => Ok(c),
-        _ => Err(Error::internal(format!(
-            "instance {} is not a search instance",
-            instance.id
-        ))),
-    }
+    index_missing(instance)
 }
 
 impl PgSearchIndex {
@@ -177,28 +168,19 @@ async fn install_trgm(db: &PgDatabase) -> Result<String> {
     Ok(schema.trim_matches('"').to_owned())
 }
 
-/// Remove every row of instance `id`.
+/// Remove every row of instance `id`. The instance row goes first: it is the lock writers
+/// take, so a write racing the drop either finishes before or finds the instance gone.
 async fn drop_rows(db: &PgDatabase, id: i64) -> Result<()> {
-    let mut client = db.client().await?;
-    let tx = client.transaction().await.map_err(pg_error)?;
-    // The instance row first: it is the lock writers take, so a write racing the drop
-    // either finishes before or finds the instance gone.
-    tx.execute(
-        "DELETE FROM quintet_search_instances WHERE instance = $1",
-        &[&id],
+    db.drop_instance_rows(
+        "quintet_search_instances",
+        &[
+            "quintet_search_postings",
+            "quintet_search_terms",
+            "quintet_search_docs",
+        ],
+        id,
     )
     .await
-    .map_err(pg_error)?;
-    for table in [
-        "quintet_search_postings",
-        "quintet_search_terms",
-        "quintet_search_docs",
-    ] {
-        tx.execute(&format!("DELETE FROM {table} WHERE instance = $1"), &[&id])
-            .await
-            .map_err(pg_error)?;
-    }
-    tx.commit().await.map_err(pg_error)
 }
 
 #[async_trait]
@@ -289,9 +271,7 @@ impl SearchIndex for PgSearchIndex {
             };
         };
         let src: String = row.get(0);
-        serde_json::value::RawValue::from_string(src)
-            .map(Some)
-            .map_err(|e| Error::internal(format!("stored search document: {e}")))
+        stored_raw(src).map(Some)
     }
 
     async fn update(&self, instance: &Instance, doc: SearchDoc) -> Result<()> {

@@ -18,8 +18,8 @@
 use std::collections::{BTreeMap, HashMap, HashSet};
 
 use quintet_core::{
-    Error, Instance, Result,
-    ports::data::Document,
+    Instance, Result,
+    ports::{data::Document, search::corrupt_document},
     search::{
         Expansion, QueryPlan, SearchMatch, SearchQuery,
         document::filter_matches,
@@ -161,8 +161,7 @@ pub(super) async fn run(
             let Some(src) = srcs.get(&s.doc) else {
                 continue;
             };
-            let doc: Document = serde_json::from_str(src)
-                .map_err(|e| Error::internal(format!("stored search document: {e}")))?;
+            let doc: Document = serde_json::from_str(src).map_err(corrupt_document)?;
             if !filter_matches(&doc, &query.filter) {
                 continue;
             }

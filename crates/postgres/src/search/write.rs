@@ -5,9 +5,7 @@ use std::collections::{BTreeMap, HashMap};
 
 use quintet_core::{
     Error, Instance, Result,
-    search::{
-        SearchDoc, SearchKey, document::for_each_text, exists, missing, tokenize::for_each_token,
-    },
+    search::{SearchDoc, document::for_each_text, exists, missing, tokenize::for_each_token},
 };
 use tokio_postgres::Transaction;
 
@@ -15,17 +13,7 @@ use super::{config_of, gone};
 use crate::{database::PgDatabase, error::pg_error};
 
 /// One write call.
-#[derive(Debug)]
-pub(super) enum Write {
-    /// Add a document whose key must be new.
-    Index(SearchDoc),
-    /// Replace an existing document.
-    Update(SearchDoc),
-    /// Remove an existing document.
-    Remove(SearchKey),
-    /// Upsert documents in order.
-    Bulk(Vec<SearchDoc>),
-}
+pub(super) use quintet_core::ports::search::SearchWrite as Write;
 
 /// A document's postings: per configured field, term → frequency, and its token count.
 struct Analyzed {

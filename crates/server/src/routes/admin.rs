@@ -2,23 +2,7 @@
 //! an application. Every handler takes [`Admin`]; the auth layer has already refused calls
 //! without the admin token.
 //!
-//! | call | answer |
-//! |---|---|
-//! | `POST /_admin/accounts` `{name, plan?}` | 201 `{ok, account}`; 409 exists |
-//! | `GET /_admin/accounts` · `GET /_admin/accounts/<name>` | `{ok, accounts}` · `{ok, account}` |
-//! | `PATCH /_admin/accounts/<name>` `{plan}` | `{ok, account}`; 409 over the new plan's limit |
-//! | `POST /_admin/apps` `{name, account}` | 201 `{ok, app}`; 403 over the plan's limit; 409 exists |
-//! | `GET /_admin/apps[?account=]` · `GET /_admin/apps/<app>` | `{ok, apps}` · `{ok, app}` |
-//! | `DELETE /_admin/apps/<app>` | `{ok}`; its instances, their contents and its keys are gone |
-//! | `POST /_admin/apps/<app>/keys` | 201 `{ok, key, secret, connectionString}` |
-//! | `GET /_admin/apps/<app>/keys` | `{ok, keys}`, secrets redacted |
-//! | `GET /_admin/apps/<app>/keys/<key>` | `{ok, key, secret, ...}`, the secret in full |
-//! | `DELETE /_admin/apps/<app>/keys/<key>` | `{ok}`; the key is revoked at once |
-//! | `GET /_admin/apps/<app>/instances` | `{ok, instances}`, secrets in configurations redacted |
-//!
-//! Accounts are `{name, plan, apps, maxApps, created}`, applications `{name, account,
-//! created}`, keys `{key, secret, created, lastUsed, revoked}`; times are RFC 3339 strings
-//! or `null`.
+//! The calls, their statuses and rules: `docs/api.md#the-admin-api`.
 
 use axum::{
     Router,
@@ -32,6 +16,7 @@ use quintet_core::{
     accounts::{AccountName, AccountUsage, App, Plan},
     clock::format_rfc3339_ms,
     keys::{AccessKey, ConnectionString, KeyId},
+    ports::registry::answers,
 };
 use serde::Deserialize;
 use serde_json::{Value, json};
@@ -81,18 +66,16 @@ fn app_json(a: &App) -> Value {
 
 /// An account named in a path: one that cannot exist is simply not found.
 fn account_param(name: &str) -> Result<AccountName, Error> {
-    name.parse()
-        .map_err(|_| Error::not_found(format!("account \"{name}\" does not exist")))
+    name.parse().map_err(|_| answers::account_missing(name))
 }
 
 /// An application named in a path: one that cannot exist is simply not found.
 fn app_param(name: &str) -> Result<AppName, Error> {
-    name.parse()
-        .map_err(|_| Error::not_found(format!("application \"{name}\" does not exist")))
+    name.parse().map_err(|_| answers::app_missing(name))
 }
 
 fn no_such_key(app: &AppName, key: &str) -> Error {
-    Error::not_found(format!("application \"{app}\" has no key \"{key}\""))
+    answers::key_missing(app, key)
 }
 
 /// The later of the stored and the in-memory last use of a key.
@@ -139,7 +122,7 @@ async fn fetch_account(state: &AppState, name: &AccountName) -> Result<AccountUs
         .registry
         .get_account(name)
         .await?
-        .ok_or_else(|| Error::not_found(format!("account \"{name}\" does not exist")))
+        .ok_or_else(|| answers::account_missing(name))
 }
 
 /// `{ok, account}`.
@@ -228,7 +211,7 @@ async fn fetch_app(state: &AppState, name: &AppName) -> Result<App, Error> {
         .registry
         .get_app(name)
         .await?
-        .ok_or_else(|| Error::not_found(format!("application \"{name}\" does not exist")))
+        .ok_or_else(|| answers::app_missing(name))
 }
 
 /// `{ok, app}`.

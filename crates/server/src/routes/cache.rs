@@ -1,12 +1,6 @@
 //! The cache service: add, get, replace and remove entries, and query keys by pattern.
 //!
-//! | Call | Answer |
-//! |---|---|
-//! | `POST /cache/<c>` `{key, value, ttl?}` | 201; 409 when the key has a live entry |
-//! | `GET /cache/<c>/<key>` | 201 `{ok, doc}` (bare value with the legacy header); 404 |
-//! | `PUT /cache/<c>/<key>?ttl=` value as body | 200 upsert; application form 201, 404 when missing |
-//! | `DELETE /cache/<c>/<key>` | 200; 404 |
-//! | `GET` or `POST /cache/<c>/_query?pattern=` | 200 `{ok, docs:[{key, value}]}` sorted by key |
+//! The calls, their statuses and rules: `docs/api.md#cache`.
 
 use axum::{
     Router,

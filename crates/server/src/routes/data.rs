@@ -1,15 +1,6 @@
 //! The data service: documents, bulk writes, listing, Mango queries and indexes.
 //!
-//! | Call | Answer |
-//! |---|---|
-//! | `POST /data/<d>` | 201 `{ok, id}` |
-//! | `GET /data/<d>` | 200 `{ok, docs}`, streamed |
-//! | `GET /data/<d>/<id>` | 200 `{ok, doc}`, or the bare document with `X-SVC-LEGACY-GET: true` |
-//! | `PUT /data/<d>/<id>` | 200 `{ok, id}` |
-//! | `DELETE /data/<d>/<id>` | 200 `{ok}` |
-//! | `POST /data/<d>/_bulk` | 200 `{ok, results}` |
-//! | `POST /data/<d>/_query` | 200 `{ok, docs, warning?, execution_stats?}` |
-//! | `POST /data/<d>/_index` · `GET /data/<d>/_index` | 200 `{ok}` · 200 `{ok, indexes}` |
+//! The calls, their statuses and rules: `docs/api.md#data`.
 
 use axum::{
     Router,
@@ -61,10 +52,7 @@ impl FromRequestParts<AppState> for IdPath {
 }
 
 fn missing(inst: &DataInst, id: &DocId) -> ApiError {
-    ApiError(Error::not_found(format!(
-        "document \"{id}\" does not exist in data instance \"{}\"",
-        inst.name
-    )))
+    ApiError(quintet_core::ports::data::document_missing(&inst.name, id))
 }
 
 /// 201 `{ok:true, id}`; 409 when `_id` exists; 400 for an empty document.

@@ -1,14 +1,7 @@
-//! Queue routes (domain form; the application form reaches them through the scope rewrite):
+//! Queue routes: enqueue, list, retry and cancel jobs (domain form; the application form
+//! reaches them through the scope rewrite).
 //!
-//! | call | answer |
-//! |---|---|
-//! | `POST /queue/<q>` any JSON object, optional `Idempotency-Key` header | 201 `{ok, id}` once durable; 409 key in use; 413 job too large; 422 not an object |
-//! | `GET /queue/<q>?status=READY\|ERROR` | `{ok, jobs:[payload…]}`; 422 without a valid status |
-//! | `GET /queue/<q>/_jobs[?status=]` | `{ok, jobs:[{id, status, job, attempts, error, created, updated}…]}` |
-//! | `POST /queue/<q>/<id>/_retry` | ERROR → READY; 404 unknown; 409 already READY |
-//! | `POST /queue/<q>/<id>/_cancel` | removes a READY or ERROR job; 404 unknown |
-//!
-//! Lists take `limit` (default 1000, at most 10000) and `after=<id>` to page.
+//! The calls, their statuses and rules: `docs/api.md#queue`.
 
 use axum::{
     Router,

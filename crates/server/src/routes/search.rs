@@ -1,14 +1,7 @@
 //! The search service: index, read, replace and remove documents by key, bulk-index, and
 //! query. Creating and destroying instances is in [`super::lifecycle`].
 //!
-//! | call | answer |
-//! |---|---|
-//! | `POST /search/<i>` `{key, doc}` | 201 `{ok:true}`; 409 key exists; 422 bad key or document |
-//! | `GET /search/<i>/<key>` | 201 `{ok:true, key, doc}`; 404 |
-//! | `PUT /search/<i>/<key>` document | 200 `{ok:true}`; 404 |
-//! | `DELETE /search/<i>/<key>` | 200 `{ok:true}`; 404 |
-//! | `POST /search/<i>/_bulk` `[doc, …]` | 200 `{ok:true, results:[{id, ok, error?}]}` |
-//! | `POST /search/<i>/_query` `{query, fields?, filter?, limit?}` | 200 `{ok:true, matches}` |
+//! The calls, their statuses and rules: `docs/api.md#search`.
 
 use axum::{
     Router,

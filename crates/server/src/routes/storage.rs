@@ -1,16 +1,8 @@
 //! Storage: objects by path in an instance, listing, and pre-signed URLs.
 //!
-//! | call | answer |
-//! |---|---|
-//! | `POST /storage/<s>/<path>` raw body, or multipart with `file` | 200 `{ok:true}` |
-//! | `POST /storage/<s>` multipart with `file` (and `path`) | 200 `{ok:true}` |
-//! | `GET`/`HEAD /storage/<s>/<path>` | 200/206/304 streamed bytes |
-//! | `DELETE /storage/<s>/<path>` | 200 `{ok:true}`; 404 |
-//! | `GET /storage/<s>?prefix=&after=&limit=` | 200 `{ok:true, objects:[…]}` |
-//! | `GET`/`POST /storage/<s>/<path>?useSignedUrl=true[&expires=s]` | 200 `{ok:true, url}` |
-//! | `GET HEAD PUT POST /_presigned/[<app>/]storage/<s>/<path>?expires=&sig=` | as above, or 403 |
-//!
 //! Bodies are streamed both ways; these routes have no body limit.
+//!
+//! The calls, their statuses and rules: `docs/api.md#storage`.
 
 mod download;
 mod upload;
@@ -122,11 +114,10 @@ impl FromRequestParts<AppState> for Params {
 
 /// The 404 of a missing object.
 fn missing(instance: &quintet_core::Instance, path: &ObjectPath) -> ApiError {
-    ApiError(Error::not_found(format!(
-        "object {:?} does not exist in storage instance \"{}\"",
-        path.as_str(),
-        instance.name
-    )))
+    ApiError(quintet_core::ports::storage::object_missing(
+        &instance.name,
+        path,
+    ))
 }
 
 /// `GET /storage/<s>/<path>`: the object, or a pre-signed download URL.

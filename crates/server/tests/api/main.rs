@@ -1,5 +1,6 @@
-//! Black-box HTTP tests of the server: real nodes on ephemeral loopback ports.
-//! One test binary (link time); one module per area.
+//! Black-box HTTP tests of the server: real nodes, in-process, on ephemeral loopback
+//! ports. One test binary (link time); one module per area. Tests that need the real
+//! binary or several nodes belong to `crates/quintet/tests/system`.
 
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
 
@@ -13,7 +14,6 @@ mod hyper_connect;
 mod lifecycle;
 mod queue;
 mod quotas;
-mod scale_out;
 mod search;
 mod storage;
 mod tls;

@@ -1,14 +1,12 @@
 //! The search index under `kill -9`: every acknowledged write survives, nothing else is
 //! half-applied.
 
-#![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
-
 use std::path::Path;
 
 use quintet_testkit::{Client, Process};
 use serde_json::{Value, json};
 
-const BIN: &str = env!("CARGO_BIN_EXE_quintet");
+use crate::BIN;
 
 async fn ids(p: &Client, query: &str) -> Vec<String> {
     let r = p

@@ -1,8 +1,6 @@
 //! The admin commands (`quintet account|app|key`) against a real server, and the start-up
 //! rules of authentication and TLS, with the real binary.
 
-#![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
-
 use std::{
     path::Path,
     process::{Command, Output},
@@ -12,7 +10,7 @@ use quintet_testkit::{Client, Process, TestCerts};
 use reqwest::Method;
 use serde_json::{Value, json};
 
-const BIN: &str = env!("CARGO_BIN_EXE_quintet");
+use crate::BIN;
 
 /// Run `quintet args…` with none of the caller's `QUINTET_*` settings.
 fn quintet(args: &[&str]) -> Output {

@@ -1,14 +1,12 @@
 //! The queue under crashes, graceful shutdown and operator settings, with the real binary.
 
-#![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
-
 use std::{collections::HashSet, path::Path, time::Duration};
 
 use quintet_testkit::{Answer, Process, Worker, eventually};
 use serde_json::{Value, json};
 use tokio::net::TcpStream;
 
-const BIN: &str = env!("CARGO_BIN_EXE_quintet");
+use crate::BIN;
 
 fn bin() -> &'static Path {
     Path::new(BIN)

@@ -3,8 +3,6 @@
 //! an idle node takes work enqueued through a busy one, and jobs a killed node held are
 //! delivered by the other once their leases run out.
 
-#![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
-
 use std::{
     collections::{HashMap, HashSet},
     path::Path,
@@ -14,7 +12,8 @@ use std::{
 use quintet_testkit::{Answer, Process, Worker, engines, eventually};
 use serde_json::{Value, json};
 
-const BIN: &str = env!("CARGO_BIN_EXE_quintet");
+use crate::BIN;
+
 const ADMIN_TOKEN: &str = "two-nodes-admin-token-0123456789";
 
 /// A node on `url` for both the registry and the queue, with a data directory of its own.

@@ -1,13 +1,11 @@
 //! Acknowledged data writes survive `kill -9` of the real binary.
 
-#![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
-
 use std::path::Path;
 
 use quintet_testkit::Process;
 use serde_json::{Value, json};
 
-const BIN: &str = env!("CARGO_BIN_EXE_quintet");
+use crate::BIN;
 
 #[tokio::test]
 async fn acknowledged_documents_survive_kill_9() {

@@ -2,15 +2,15 @@
 //! PostgreSQL registry and one Redis cache: what one node writes to the cache, the other
 //! reads, expires and deletes alike.
 
-#![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
-
 use std::{path::Path, time::Duration};
 
 use quintet_testkit::{Process, engines};
 use serde_json::json;
 
+use crate::BIN;
+
 fn bin() -> &'static Path {
-    Path::new(env!("CARGO_BIN_EXE_quintet"))
+    Path::new(BIN)
 }
 
 #[tokio::test]

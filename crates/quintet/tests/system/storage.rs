@@ -2,8 +2,6 @@
 //! the previous object, SIGTERM lets an upload in flight finish, and a large object passes
 //! through without the server's memory growing with it.
 
-#![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
-
 use std::{path::Path, time::Duration};
 
 use quintet_testkit::Process;
@@ -12,7 +10,7 @@ use tokio::{
     net::TcpStream,
 };
 
-const BIN: &str = env!("CARGO_BIN_EXE_quintet");
+use crate::BIN;
 
 fn bin() -> &'static Path {
     Path::new(BIN)

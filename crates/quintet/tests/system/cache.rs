@@ -1,15 +1,15 @@
 //! The cache with the real binary: acknowledged writes survive `kill -9`; memory-only mode
 //! keeps nothing.
 
-#![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
-
 use std::path::Path;
 
 use quintet_testkit::Process;
 use serde_json::json;
 
+use crate::BIN;
+
 fn bin() -> &'static Path {
-    Path::new(env!("CARGO_BIN_EXE_quintet"))
+    Path::new(BIN)
 }
 
 #[tokio::test]

@@ -1,14 +1,12 @@
 //! The real binary: its command line, configuration precedence, signals and crashes.
 
-#![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
-
 use std::{path::Path, process::Command, time::Duration};
 
 use quintet_testkit::{Process, engines};
 use reqwest::Method;
 use serde_json::json;
 
-const BIN: &str = env!("CARGO_BIN_EXE_quintet");
+use crate::BIN;
 
 fn bin() -> &'static Path {
     Path::new(BIN)

@@ -2,14 +2,12 @@
 //! and the search tables: what one node indexes, the other finds; what one removes, the
 //! other stops finding.
 
-#![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
-
 use std::path::Path;
 
 use quintet_testkit::{Client, Process, engines};
 use serde_json::json;
 
-const BIN: &str = env!("CARGO_BIN_EXE_quintet");
+use crate::BIN;
 
 async fn ids(p: &Client, query: &str) -> Vec<String> {
     let r = p

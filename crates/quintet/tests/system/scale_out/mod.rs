@@ -1,9 +1,14 @@
-//! Two real `quintet serve` processes, each with a data directory of its own, sharing
-//! every engine: documents, the registry, jobs and search on PostgreSQL, the cache on
-//! Redis, objects on S3. What one node writes, the other reads; jobs enqueued through
-//! both are delivered once each.
+//! Scale-out: several nodes, each with a data directory of its own, on the shared
+//! engines. Here, two real `quintet serve` processes sharing every engine: documents, the
+//! registry, jobs and search on PostgreSQL, the cache on Redis, objects on S3. What one
+//! node writes, the other reads; jobs enqueued through both are delivered once each. The
+//! modules below take one service (or the registry) at a time.
 
-#![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
+mod cache;
+mod queue;
+mod registry;
+mod search;
+mod storage;
 
 use std::{collections::HashMap, path::Path};
 
@@ -11,8 +16,53 @@ use quintet_testkit::{Answer, Client, Process, Worker, engines, eventually};
 use reqwest::Method;
 use serde_json::{Value, json};
 
-const BIN: &str = env!("CARGO_BIN_EXE_quintet");
+use crate::BIN;
+
 const ADMIN_TOKEN: &str = "scale-out-admin-token-0123456789";
+
+/// Every service on its engine: a PostgreSQL schema, a Redis prefix and an S3 prefix of
+/// the test's own, and the `quintet serve` arguments that put each service there.
+pub(crate) struct Shared {
+    pg: engines::PgSchema,
+    redis: String,
+    storage: String,
+}
+
+impl Shared {
+    /// The engines for `test`, or `None` (with a message) when one is not configured.
+    pub(crate) async fn every_service(test: &str) -> Option<Self> {
+        let pg = engines::postgres(test).await?;
+        let redis = engines::redis(test)?;
+        let s3 = engines::s3(test)?;
+        let storage = format!(
+            "s3://{}/{}?endpoint={}&region={}&access_key_id={}&secret_access_key={}",
+            s3.bucket, s3.prefix, s3.endpoint, s3.region, s3.key, s3.secret
+        );
+        Some(Self {
+            pg,
+            redis: redis.url,
+            storage,
+        })
+    }
+
+    /// `--data`, `--queue`, `--search` on PostgreSQL (the registry follows), `--cache` on
+    /// Redis, `--storage` on S3.
+    pub(crate) fn args(&self) -> Vec<&str> {
+        let url = self.pg.url();
+        vec![
+            "--data",
+            url,
+            "--queue",
+            url,
+            "--search",
+            url,
+            "--cache",
+            &self.redis,
+            "--storage",
+            &self.storage,
+        ]
+    }
+}
 
 fn ids(body: &Value, field: &str) -> Vec<String> {
     body[field]
@@ -122,35 +172,11 @@ async fn two_nodes_share_documents_on_postgres() {
 /// every job exactly once.
 #[tokio::test]
 async fn two_nodes_share_every_service() {
-    let test = "two_nodes_share_every_service";
-    let Some(pg) = engines::postgres(test).await else {
+    let Some(shared) = Shared::every_service("two_nodes_share_every_service").await else {
         return;
     };
-    let Some(redis) = engines::redis(test) else {
-        return;
-    };
-    let Some(s3) = engines::s3(test) else {
-        return;
-    };
-    let storage = format!(
-        "s3://{}/{}?endpoint={}&region={}&access_key_id={}&secret_access_key={}",
-        s3.bucket, s3.prefix, s3.endpoint, s3.region, s3.key, s3.secret
-    );
-    let url = pg.url();
-    let args = [
-        "--data",
-        url,
-        "--queue",
-        url,
-        "--search",
-        url,
-        "--cache",
-        redis.url.as_str(),
-        "--storage",
-        storage.as_str(),
-        "--admin-token",
-        ADMIN_TOKEN,
-    ];
+    let mut args = shared.args();
+    args.extend(["--admin-token", ADMIN_TOKEN]);
     let dir = tempfile::tempdir().unwrap();
     let a = Process::spawn(Path::new(BIN), &dir.path().join("a"), &args);
     let b = Process::spawn(Path::new(BIN), &dir.path().join("b"), &args);

@@ -1,14 +1,12 @@
 //! Two `quintet serve` processes sharing a PostgreSQL registry and S3 storage: what one
 //! stores, the other serves.
 
-#![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
-
 use std::path::Path;
 
 use quintet_testkit::{Process, engines};
 use reqwest::Method;
 
-const BIN: &str = env!("CARGO_BIN_EXE_quintet");
+use crate::BIN;
 
 fn bin() -> &'static Path {
     Path::new(BIN)
