@@ -48,6 +48,31 @@ pub const STORES: &[&str] = &[
     crate::storage::KEY,
 ];
 
+/// Why `root` cannot be a data directory, as the operator should hear it (these are
+/// mistakes in the settings, not faults of the server): `action` is what failed.
+fn unusable(root: &Path, action: &str, e: &std::io::Error) -> Error {
+    use std::io::ErrorKind;
+    let path = root.display();
+    let why = match e.kind() {
+        ErrorKind::NotADirectory | ErrorKind::AlreadyExists => format!(
+            "{path} is a file, or lies under one: give --data-dir a directory (it is created \
+             when missing)"
+        ),
+        ErrorKind::PermissionDenied => format!(
+            "this user may not {action} {path}: give --data-dir a directory the server's \
+             user owns, or change the directory's owner"
+        ),
+        ErrorKind::ReadOnlyFilesystem => {
+            format!("{path} is on a read-only file system: give --data-dir a writable directory")
+        }
+        ErrorKind::StorageFull | ErrorKind::QuotaExceeded => {
+            format!("the disk holding {path} is full: free some space or choose another --data-dir")
+        }
+        _ => format!("cannot {action} {path} ({e}): check --data-dir"),
+    };
+    Error::Invalid(why)
+}
+
 /// What a data directory held when it was opened.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Found {
@@ -77,19 +102,9 @@ impl DataDir {
             Ok(true) => Found::Empty,
             Ok(false) => Found::Used,
             Err(e) if e.kind() == std::io::ErrorKind::NotFound => Found::Missing,
-            Err(e) => {
-                return Err(Error::internal(format!(
-                    "cannot read data directory {}: {e}",
-                    root.display()
-                )));
-            }
+            Err(e) => return Err(unusable(root, "read", &e)),
         };
-        fs::create_dir_all(root).map_err(|e| {
-            Error::internal(format!(
-                "cannot create data directory {}: {e}",
-                root.display()
-            ))
-        })?;
+        fs::create_dir_all(root).map_err(|e| unusable(root, "create", &e))?;
         let lock_path = root.join("LOCK");
         let created_lock = !lock_path.exists();
         let lock = OpenOptions::new()
@@ -97,7 +112,7 @@ impl DataDir {
             .truncate(false)
             .write(true)
             .open(&lock_path)
-            .map_err(|e| Error::internal(format!("cannot open {}: {e}", lock_path.display())))?;
+            .map_err(|e| unusable(root, "write in", &e))?;
         match lock.try_lock() {
             Ok(()) => {}
             Err(TryLockError::WouldBlock) => {

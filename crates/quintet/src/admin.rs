@@ -549,6 +549,17 @@ pub fn run_key(cmd: KeyCommand) -> anyhow::Result<()> {
                 let v = admin
                     .call(Method::POST, &format!("/_admin/apps/{app}/keys"), None)
                     .await?;
+                if admin.base.starts_with("http://") {
+                    // Clients turn cloud:// into https://, which a plain-HTTP server answers
+                    // with "wrong version number".
+                    eprintln!(
+                        "warning: this server speaks plain HTTP, but clients (hyper-connect) \
+                         reach a cloud:// connection string over HTTPS, which will fail. Serve \
+                         HTTPS (`quintet cert`, then `quintet serve --tls-cert cert.pem \
+                         --tls-key key.pem`; see docs/configuration.md), or put a TLS proxy in \
+                         front and start the server with --public-url https://<its name>"
+                    );
+                }
                 admin.show(&v, |v| {
                     format!(
                         "{}keep the secret safe: `quintet key reveal {app} {}` shows it again\n",

@@ -330,6 +330,14 @@ pub struct ServeArgs {
     #[arg(long, value_name = "MS")]
     pub queue_backoff_ms: Option<u64>,
 
+    /// Answer a GET of a document or cache entry sent without an X-SVC-LEGACY-GET header
+    /// with the bare document, as old hyper clients (hyper-connect below 0.2, the Python
+    /// client) expect; the header still decides when sent (docs/compatibility.md)
+    /// [default: false: {ok, doc}]
+    #[arg(long, value_name = "BOOL", num_args = 0..=1, default_missing_value = "true",
+          value_parser = boolish())]
+    pub legacy_get_default: Option<bool>,
+
     /// Log filter, e.g. `info`, `warn`, `quintet=debug` [default: info]
     #[arg(long, value_name = "FILTER")]
     pub log: Option<String>,
@@ -526,6 +534,7 @@ impl ServeArgs {
                 },
                 queue_egress_proxy,
                 plan_limits,
+                legacy_get_default: s.legacy_get_default.unwrap_or(false),
                 queue_backoff: s
                     .queue_backoff_ms
                     .map(Duration::from_millis)

@@ -7,7 +7,7 @@
 
 use clap::{CommandFactory, FromArgMatches, Parser, Subcommand};
 
-use crate::{admin, cli, master_key, token};
+use crate::{admin, cert, cli, master_key, token};
 
 /// quintet: data, cache, search, queue and storage for applications, in one program.
 #[derive(Debug, Parser)]
@@ -41,6 +41,8 @@ pub enum Command {
     /// Make and inspect master keys (see docs/security.md).
     #[command(subcommand)]
     MasterKey(master_key::MasterKeyCommand),
+    /// Write a TLS certificate clients accept, signed by a local authority to trust.
+    Cert(cert::CertArgs),
 }
 
 /// The command line with every `serve` setting also read from its environment variable.

@@ -9,6 +9,7 @@ pub mod adapters;
 pub mod admin;
 pub mod admin_token;
 pub mod binding;
+pub mod cert;
 pub mod cli;
 pub mod command;
 pub mod discovery;

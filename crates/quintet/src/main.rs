@@ -29,6 +29,7 @@ fn main() -> ExitCode {
         Command::Token(args) => quintet::token::run(args),
         Command::AdminToken(args) => master_key::run_admin_token(args),
         Command::MasterKey(cmd) => master_key::run_master_key(cmd),
+        Command::Cert(args) => quintet::cert::run(args),
     };
     match result {
         Ok(()) => ExitCode::SUCCESS,
@@ -56,11 +57,14 @@ fn init_logging(config: &ServeConfig) -> anyhow::Result<()> {
 #[tokio::main]
 async fn serve(config: ServeConfig) -> anyhow::Result<()> {
     init_logging(&config)?;
-    let node = Node::open(&config, Arc::new(SystemClock)).await?;
+    // The port first: a start that cannot listen must fail before anything is made (a
+    // master key, and the admin token it would print and never show again).
     let listener = tokio::net::TcpListener::bind(config.server.listen)
         .await
-        .with_context(|| format!("cannot listen on {}", config.server.listen))?;
+        .with_context(|| listen_error(config.server.listen))?;
+    let node = Node::open(&config, Arc::new(SystemClock)).await?;
     let addr = listener.local_addr()?;
+    let json = config.log_format == LogFormat::Json;
     if let Some((token, key_file)) = node.generated_admin_token() {
         // Printed, not logged: logs must not carry secrets. Shown when the master key it is
         // derived from was created; `quintet admin-token` prints it again.
@@ -68,17 +72,49 @@ async fn serve(config: ServeConfig) -> anyhow::Result<()> {
             || "the master key".to_owned(),
             |f| format!("the master key in {}", f.display()),
         );
-        println!(
+        let text = format!(
             "quintet admin token (derived from {key}; `quintet admin-token` prints it again): {}",
             token.expose()
         );
+        announce(
+            json,
+            &text,
+            serde_json::json!({"admin_token": token.expose()}),
+        );
     }
     // Tests and scripts read this line to learn the port when listening on port 0.
-    println!("quintet listening on {}://{addr}", node.scheme());
+    let url = format!("{}://{addr}", node.scheme());
+    announce(
+        json,
+        &format!("quintet listening on {url}"),
+        serde_json::json!({"listening": url}),
+    );
     tracing::info!(%addr, data_dir = %config.data_dir.display(), "quintet started");
     node.serve(listener, shutdown_signal()).await?;
     tracing::info!("quintet stopped");
     Ok(())
+}
+
+/// Print a line for the operator on standard output: as it reads, or, with `--log-format
+/// json`, as one JSON object (`message` plus `fields`), so every line parses.
+fn announce(json: bool, text: &str, fields: serde_json::Value) {
+    if json {
+        let mut line = serde_json::json!({"message": text});
+        if let (Some(line), Some(fields)) = (line.as_object_mut(), fields.as_object()) {
+            line.extend(fields.clone());
+        }
+        println!("{line}");
+    } else {
+        println!("{text}");
+    }
+}
+
+/// What to say when `addr` cannot be listened on.
+fn listen_error(addr: std::net::SocketAddr) -> String {
+    format!(
+        "cannot listen on {addr}: another program (or another quintet) may use the port; \
+         choose another with --listen"
+    )
 }
 
 /// Resolves on SIGINT or SIGTERM.

@@ -48,6 +48,9 @@ pub struct Config {
     pub queue_egress_proxy: Option<String>,
     /// What each plan allows an application.
     pub plan_limits: quintet_core::accounts::PlanLimits,
+    /// Answer a GET of a document or cache entry that names no `X-SVC-LEGACY-GET` header
+    /// with the bare document (old hyper clients), instead of `{ok, doc}`.
+    pub legacy_get_default: bool,
     /// Delay before the first retry of an unreachable queue worker; it doubles with each
     /// further retry (with jitter), up to an hour.
     pub queue_backoff: Duration,
@@ -130,6 +133,7 @@ impl Default for Config {
             queue_private_targets: PrivateTargets::default(),
             queue_egress_proxy: None,
             plan_limits: quintet_core::accounts::PlanLimits::default(),
+            legacy_get_default: false,
             queue_backoff: DEFAULT_QUEUE_BACKOFF,
             domain_auth: DomainAuth::None,
             jwt_max_ttl: None,

@@ -183,22 +183,24 @@ pub async fn param(parts: &mut Parts, state: &AppState, name: &str) -> Result<St
 }
 
 /// Whether the client asked for the legacy GET shape (the bare document) with
-/// `X-SVC-LEGACY-GET: true`, also read as `X-HYPER-LEGACY-GET`.
+/// `X-SVC-LEGACY-GET: true` (also read as `X-HYPER-LEGACY-GET`); `false` asks for
+/// `{ok, doc}`. Without either header, `--legacy-get-default` decides (off: `{ok, doc}`),
+/// for old hyper clients that send no header and expect the bare document.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct LegacyGet(pub bool);
 
-impl<S: Send + Sync> FromRequestParts<S> for LegacyGet {
+impl FromRequestParts<AppState> for LegacyGet {
     type Rejection = std::convert::Infallible;
 
-    async fn from_request_parts(parts: &mut Parts, _: &S) -> Result<Self, Self::Rejection> {
-        let on = ["x-svc-legacy-get", "x-hyper-legacy-get"].iter().any(|h| {
-            parts
-                .headers
-                .get(*h)
-                .and_then(|v| v.to_str().ok())
-                .is_some_and(|v| v.trim().eq_ignore_ascii_case("true"))
-        });
-        Ok(LegacyGet(on))
+    async fn from_request_parts(
+        parts: &mut Parts,
+        state: &AppState,
+    ) -> Result<Self, Self::Rejection> {
+        let asked = ["x-svc-legacy-get", "x-hyper-legacy-get"]
+            .iter()
+            .find_map(|h| parts.headers.get(*h).and_then(|v| v.to_str().ok()))
+            .map(|v| v.trim().eq_ignore_ascii_case("true"));
+        Ok(LegacyGet(asked.unwrap_or(state.config.legacy_get_default)))
     }
 }
 

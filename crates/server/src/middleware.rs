@@ -76,7 +76,8 @@ pub async fn observe(
     if let Ok(v) = HeaderValue::from_str(&id) {
         res.headers_mut().insert(REQUEST_ID.clone(), v);
     }
-    let ms = elapsed.as_secs_f64() * 1000.0;
+    // Microsecond precision: `ms=0.043`, not `0.043443999999999997`.
+    let ms = (elapsed.as_secs_f64() * 1_000_000.0).round() / 1000.0;
     if let Some(InternalDetail(detail)) = res.extensions().get::<InternalDetail>() {
         tracing::error!(
             target: "quintet::http",

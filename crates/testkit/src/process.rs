@@ -198,8 +198,17 @@ fn start(
     let lines = Arc::clone(lines);
     std::thread::spawn(move || {
         for line in BufReader::new(stdout).lines().map_while(Result::ok) {
-            if let Some(url) = line.strip_prefix("quintet listening on ") {
-                let _ = tx.send(url.trim().to_owned());
+            // The line as text, or as JSON with --log-format json.
+            let url = line
+                .strip_prefix("quintet listening on ")
+                .map(|u| u.trim().to_owned())
+                .or_else(|| {
+                    serde_json::from_str::<serde_json::Value>(&line)
+                        .ok()
+                        .and_then(|v| v["listening"].as_str().map(str::to_owned))
+                });
+            if let Some(url) = url {
+                let _ = tx.send(url);
             }
             if let Ok(mut all) = lines.lock() {
                 all.push(line);

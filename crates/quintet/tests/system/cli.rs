@@ -169,7 +169,23 @@ async fn admin_commands_drive_a_running_server() {
     .expect(200);
     p.send(put()).await.expect(201);
 
-    let human = ok(&base, &data, &["key", "create", "shop"]);
+    // Over plain HTTP the connection string will not work with clients that use https: say so.
+    let key_path = key_file(&data);
+    let out = quintet(&[
+        "key",
+        "create",
+        "shop",
+        "--url",
+        &base,
+        "--master-key-file",
+        &key_path,
+    ]);
+    assert!(
+        String::from_utf8_lossy(&out.stderr).contains("warning: this server speaks plain HTTP"),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let human = String::from_utf8(out.stdout).unwrap();
     assert!(human.starts_with("key:               qk_"), "{human}");
     assert!(human.contains("connection string: cloud://qk_"), "{human}");
     let keys = ok(&base, &data, &["key", "list", "shop"]);
@@ -429,5 +445,103 @@ async fn tls_with_the_real_binary_and_the_cli() {
     assert!(
         err.contains(&format!("cannot reach the server at {base}")),
         "{err}"
+    );
+}
+
+/// `quintet cert` writes what rustls (the CLI) and Node accept: a certificate signed by a
+/// local authority with the hosts as subject alternative names. (A self-signed CA used as
+/// the server's own, or a name in the CN only, fails in one of them.)
+#[tokio::test]
+async fn a_generated_certificate_works_with_rustls_and_node() {
+    let dir = tempfile::tempdir().unwrap();
+    let certs = dir.path().join("tls");
+    let out = quintet(&[
+        "cert",
+        "--host",
+        "127.0.0.1",
+        "--host",
+        "localhost",
+        "--dir",
+        certs.to_str().unwrap(),
+    ]);
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let printed = String::from_utf8(out.stdout).unwrap();
+    assert!(printed.contains("NODE_EXTRA_CA_CERTS="), "{printed}");
+    let (cert, key, ca) = (
+        certs.join("cert.pem"),
+        certs.join("key.pem"),
+        certs.join("quintet-ca.pem"),
+    );
+    let data = dir.path().join("data");
+    let p = spawn(
+        &data,
+        &[
+            "--tls-cert",
+            cert.to_str().unwrap(),
+            "--tls-key",
+            key.to_str().unwrap(),
+        ],
+    );
+    let base = p.url("");
+    // rustls, through the CLI.
+    ok(
+        &base,
+        &data,
+        &["account", "list", "--ca-cert", ca.to_str().unwrap()],
+    );
+    // rustls, by the name.
+    let by_name = base.replace("127.0.0.1", "localhost");
+    let client = Client::with_ca(&by_name, std::fs::read(&ca).unwrap().as_slice());
+    client.get("/_health").await.expect(200);
+    // Node's https.
+    let script = format!(
+        "require('https').get('{base}/_health', r => {{ console.log(r.statusCode); process.exit(0); }})\
+         .on('error', e => {{ console.log(e.code); process.exit(1); }})"
+    );
+    let node = std::process::Command::new("node")
+        .args(["-e", &script])
+        .env("NODE_EXTRA_CA_CERTS", &ca)
+        .output()
+        .expect("node is installed (scripts/setup)");
+    assert_eq!(
+        String::from_utf8_lossy(&node.stdout).trim(),
+        "200",
+        "{}",
+        String::from_utf8_lossy(&node.stderr)
+    );
+}
+
+/// A first start that cannot listen used to make the admin token first and never show it:
+/// the port comes first now, so the next start is the first one and shows it.
+#[tokio::test]
+async fn a_start_that_cannot_listen_makes_nothing_and_the_next_one_shows_the_token() {
+    let dir = tempfile::tempdir().unwrap();
+    let taken = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let port = taken.local_addr().unwrap().port().to_string();
+    let data = dir.path().join("data");
+    let key = key_file(&data);
+    let out = std::process::Command::new(BIN)
+        .args(["serve", "--listen", &port, "--data-dir"])
+        .arg(&data)
+        .env("QUINTET_MASTER_KEY_FILE", &key)
+        .output()
+        .unwrap();
+    assert!(!out.status.success());
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        err.contains(&format!("cannot listen on 127.0.0.1:{port}")) && err.contains("--listen"),
+        "{err}"
+    );
+    assert!(!Path::new(&key).exists(), "no master key was made");
+    assert!(!data.exists(), "no data directory was made");
+    let p = spawn(&data, &[]);
+    assert!(
+        p.stdout_lines().iter().any(|l| l.starts_with(TOKEN_LINE)),
+        "{:?}",
+        p.stdout_lines()
     );
 }

@@ -139,3 +139,33 @@ async fn issue_18_a_stateless_node_keeps_no_store() {
     node.signal_and_wait("TERM", Duration::from_secs(30));
     assert_eq!(entries(&dir), BTreeSet::from(["LOCK".to_owned()]));
 }
+
+/// A data directory that cannot be one is the operator's mistake, said as such (it was
+/// "internal error: … Not a directory (os error 20)").
+#[test]
+fn an_unusable_data_directory_says_what_is_wrong() {
+    let tmp = tempfile::tempdir().unwrap();
+    let file = tmp.path().join("a-file");
+    std::fs::write(&file, "x").unwrap();
+    for dir in [file.clone(), file.join("under")] {
+        let err = refused(&dir, &[]);
+        assert!(
+            err.contains("is a file, or lies under one: give --data-dir a directory"),
+            "{err}"
+        );
+        assert!(!err.contains("internal error"), "{err}");
+    }
+    // A read-only file system (mounted when the test may, as root in CI).
+    let ro = tmp.path().join("ro");
+    std::fs::create_dir(&ro).unwrap();
+    let mounted = Command::new("mount")
+        .args(["-t", "tmpfs", "-o", "ro,size=1m", "tmpfs"])
+        .arg(&ro)
+        .status()
+        .is_ok_and(|s| s.success());
+    if mounted {
+        let err = refused(&ro.join("data"), &[]);
+        let _ = Command::new("umount").arg(&ro).status();
+        assert!(err.contains("is on a read-only file system"), "{err}");
+    }
+}

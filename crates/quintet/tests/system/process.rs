@@ -297,7 +297,24 @@ async fn each_request_is_logged_once_as_json_with_its_id() {
             fields["ms"].as_f64().is_some_and(|ms| ms >= 0.0),
             "a duration in ms: {fields}"
         );
+        // Rounded to the microsecond: `0.043`, not `0.043443999999999997`.
+        let ms = fields["ms"].to_string();
+        let decimals = ms.split_once('.').map_or(0, |(_, d)| d.len());
+        assert!(decimals <= 3, "{ms}");
     }
+    // Every line of both streams is JSON, the listening line included.
+    for line in p.stdout_lines().iter().chain(&p.stderr_lines()) {
+        let parsed: serde_json::Value =
+            serde_json::from_str(line).unwrap_or_else(|e| panic!("not JSON ({e}): {line}"));
+        assert!(parsed.is_object(), "{line}");
+    }
+    assert!(
+        p.stdout_lines()
+            .iter()
+            .any(|l| l.contains("\"listening\":\"http://127.0.0.1:")),
+        "{:?}",
+        p.stdout_lines()
+    );
     // Generated ids differ from each other.
     let mut ids: Vec<&str> = sent.iter().map(|s| s.3.as_str()).collect();
     ids.sort_unstable();

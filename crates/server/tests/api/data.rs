@@ -133,6 +133,44 @@ async fn legacy_get_header_gives_the_bare_document() {
     }
 }
 
+/// `--legacy-get-default`: old hyper clients send no header and expect the bare document;
+/// a header still decides when sent.
+#[tokio::test]
+async fn legacy_get_default_serves_old_clients_that_send_no_header() {
+    let s = TestServer::builder()
+        .args(|a| a.legacy_get_default = Some(true))
+        .start()
+        .await;
+    s.create("data", "m", None).await.expect(201);
+    s.post("/data/m", json!({"_id": "a", "n": 1}))
+        .await
+        .expect(201);
+    s.create("cache", "c", None).await.expect(201);
+    s.post("/cache/c", json!({"key": "k", "value": {"v": 1}}))
+        .await
+        .expect(201);
+    assert_eq!(
+        s.get("/data/m/a").await.expect(200).body,
+        json!({"_id": "a", "n": 1})
+    );
+    assert_eq!(s.get("/cache/c/k").await.expect(201).body, json!({"v": 1}));
+    let r = s
+        .send(
+            s.request(Method::GET, "/data/m/a")
+                .header("X-HYPER-LEGACY-GET", "false"),
+        )
+        .await
+        .expect(200);
+    assert_eq!(r.body, json!({"ok": true, "doc": {"_id": "a", "n": 1}}));
+    // Off by default.
+    let plain = server_with("m").await;
+    plain.post("/data/m", json!({"_id": "a"})).await.expect(201);
+    assert_eq!(
+        plain.get("/data/m/a").await.expect(200).body,
+        json!({"ok": true, "doc": {"_id": "a"}})
+    );
+}
+
 #[tokio::test]
 async fn bad_documents_and_ids_are_refused_and_change_nothing() {
     let s = server_with("m").await;
