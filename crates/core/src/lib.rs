@@ -17,8 +17,11 @@
 //!   deliveries (signature, retry schedule, forbidden targets).
 //! - [`accounts`], [`keys`], [`jwt`]: accounts and plans, access keys and connection
 //!   strings, and the HS256 tokens clients sign with them.
+//! - [`breaker`]: the circuit breaker every engine client uses to fail fast while its
+//!   engine is down.
 
 pub mod accounts;
+pub mod breaker;
 pub mod cache;
 pub mod clock;
 #[cfg(feature = "conformance")]

@@ -33,7 +33,7 @@ use quintet_core::{
     id::IdGenerator,
     mango::{Collector, plan},
     ports::{
-        Lifecycle,
+        Keep, Lifecycle,
         data::{
             BulkOp, BulkOutcome, DocId, DocStore, DocStream, Document, FindOutcome, FindQuery,
             IndexDef, ListQuery, MAX_INDEXES, RawJson, stored_text,
@@ -44,6 +44,7 @@ use rusqlite::{Connection, OptionalExtension, params, params_from_iter};
 use serde_json::{Value, value::RawValue};
 
 use crate::{
+    disk::DiskSpace,
     hot::{Held, HotCache},
     instance_store::TableLifecycle,
     sqlite::{SqliteDb, SqliteOptions, is_unique_violation, sql_error},
@@ -71,6 +72,8 @@ pub struct SqliteDocStore {
     reader_indexes: Arc<RwLock<HashMap<InstanceId, Arc<Indexes>>>>,
     generation: Arc<AtomicU64>,
     hot: Arc<HotCache<RawJson>>,
+    /// Admits writes while the disk has room; removals are not asked.
+    disk: Arc<DiskSpace>,
 }
 
 /// The indexes of one instance: definitions and their tables, in name order.
@@ -113,7 +116,14 @@ impl SqliteDocStore {
             reader_indexes: Arc::default(),
             generation: Arc::default(),
             hot: Arc::new(HotCache::new(HOT_DOCS_BYTES)),
+            disk: Arc::new(DiskSpace::unchecked(path)),
         })
+    }
+
+    /// The same store with writes admitted by `disk` (see [`crate::disk`]).
+    pub fn with_disk(mut self, disk: Arc<DiskSpace>) -> Self {
+        self.disk = disk;
+        self
     }
 
     fn db(&self) -> &SqliteDb {
@@ -307,6 +317,7 @@ enum Prepared {
 #[async_trait]
 impl DocStore for SqliteDocStore {
     async fn create(&self, instance: &Instance, id: Option<DocId>, doc: Document) -> Result<DocId> {
+        self.disk.admit()?;
         let id = match id {
             Some(id) => id,
             None => self.ids.next_id(&*self.clock)?.parse()?,
@@ -353,6 +364,7 @@ impl DocStore for SqliteDocStore {
     }
 
     async fn replace(&self, instance: &Instance, id: &DocId, doc: Document) -> Result<()> {
+        self.disk.admit()?;
         let text = stored_text(id, doc)?;
         let not_found = missing(instance, id);
         let key = id.clone();
@@ -397,6 +409,7 @@ impl DocStore for SqliteDocStore {
     }
 
     async fn bulk(&self, instance: &Instance, ops: Vec<BulkOp>) -> Result<Vec<BulkOutcome>> {
+        self.disk.admit()?;
         let prepared: Vec<Prepared> = ops
             .into_iter()
             .map(|op| match op {
@@ -539,6 +552,7 @@ impl DocStore for SqliteDocStore {
     }
 
     async fn create_index(&self, instance: &Instance, index: IndexDef) -> Result<()> {
+        self.disk.admit()?;
         let def_text = index.to_json().to_string();
         let name = instance.name.clone();
         let cache = Arc::clone(&self.writer_indexes);
@@ -719,6 +733,7 @@ impl Lister {
 #[async_trait]
 impl Lifecycle for SqliteDocStore {
     async fn create_instance(&self, instance: &Instance) -> Result<()> {
+        self.disk.admit()?;
         self.tables.create(instance.id).await
     }
 
@@ -731,8 +746,14 @@ impl Lifecycle for SqliteDocStore {
         dropped
     }
 
-    async fn sweep(&self, live: &[InstanceId]) -> Result<usize> {
-        self.tables.sweep(live).await
+    async fn ready(&self) -> Result<()> {
+        self.disk.ready()
+    }
+
+    async fn sweep(&self, keep: &Keep) -> Result<usize> {
+        let swept = self.tables.sweep(keep).await;
+        self.hot.retain_instances(|i| keep.keeps(i));
+        swept
     }
 
     async fn close(&self) -> Result<()> {

@@ -15,6 +15,7 @@
 pub mod cache;
 pub mod data;
 pub mod datadir;
+pub mod disk;
 pub mod hot;
 pub mod instance_store;
 pub mod queue;
@@ -44,6 +45,8 @@ pub struct Embedded {
     pub queue: Arc<queue::SqliteJobQueue>,
     /// Objects.
     pub storage: Arc<storage::FsBlobStore>,
+    /// The directory's free space and the reserve kept for deletes.
+    pub disk: Arc<disk::DiskSpace>,
 }
 
 /// Settings of the embedded adapters.
@@ -51,6 +54,9 @@ pub struct Embedded {
 pub struct EmbeddedOptions {
     /// The cache's size bound and durability.
     pub cache: cache::CacheOptions,
+    /// Bytes of free space kept for deletes (see [`disk`]); `None`: the default share of
+    /// the file system.
+    pub disk_reserve: Option<u64>,
 }
 
 impl Embedded {
@@ -67,23 +73,34 @@ impl Embedded {
         options: &EmbeddedOptions,
     ) -> Result<Self> {
         let dir = datadir::DataDir::open(data_dir)?;
+        // Every store writing to the directory admits its writes by the same reserve.
+        let disk = Arc::new(disk::DiskSpace::new(dir.root(), options.disk_reserve)?);
         Ok(Self {
-            registry: Arc::new(registry::SqliteRegistry::open(
-                &dir.join("registry.db"),
-                Arc::clone(&clock),
-            )?),
-            data: Arc::new(data::SqliteDocStore::open(
-                &dir.join("data.db"),
-                Arc::clone(&clock),
-            )?),
-            cache: Arc::new(cache::EmbeddedCache::open(
+            registry: Arc::new(
+                registry::SqliteRegistry::open(&dir.join("registry.db"), Arc::clone(&clock))?
+                    .with_disk(Arc::clone(&disk)),
+            ),
+            data: Arc::new(
+                data::SqliteDocStore::open(&dir.join("data.db"), Arc::clone(&clock))?
+                    .with_disk(Arc::clone(&disk)),
+            ),
+            cache: Arc::new(cache::EmbeddedCache::open_on(
                 &dir.join("cache.log"),
                 Arc::clone(&clock),
                 &options.cache,
+                Arc::clone(&disk),
             )?),
-            search: Arc::new(search::TantivySearchIndex::open(&dir.join("search"))?),
-            queue: Arc::new(queue::SqliteJobQueue::open(&dir.join("queue.db"))?),
-            storage: Arc::new(storage::FsBlobStore::open(dir.root(), Arc::clone(&clock))?),
+            search: Arc::new(
+                search::TantivySearchIndex::open(&dir.join("search"))?.with_disk(Arc::clone(&disk)),
+            ),
+            queue: Arc::new(
+                queue::SqliteJobQueue::open(&dir.join("queue.db"))?.with_disk(Arc::clone(&disk)),
+            ),
+            storage: Arc::new(
+                storage::FsBlobStore::open(dir.root(), Arc::clone(&clock))?
+                    .with_disk(Arc::clone(&disk)),
+            ),
+            disk,
             dir,
         })
     }

@@ -62,7 +62,10 @@ fn open_cache(
     clock: Arc<quintet_core::ManualClock>,
 ) -> (tempfile::TempDir, Embedded) {
     let dir = tempfile::tempdir().unwrap();
-    let options = quintet_embedded::EmbeddedOptions { cache: options };
+    let options = quintet_embedded::EmbeddedOptions {
+        cache: options,
+        disk_reserve: None,
+    };
     let embedded = Embedded::open_with(dir.path(), clock, &options).unwrap();
     (dir, embedded)
 }

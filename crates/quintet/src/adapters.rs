@@ -222,6 +222,32 @@ pub struct Adapters {
     pub search: SearchChoice,
 }
 impl Adapters {
+    /// Give every engine client `timeout` to open a connection (`--engine-connect-timeout`).
+    pub fn set_connect_timeout(&mut self, timeout: std::time::Duration) {
+        for choice in [
+            &mut self.registry,
+            &mut self.data,
+            &mut self.queue,
+            &mut self.search,
+        ] {
+            #[cfg(feature = "postgres")]
+            if let PgChoice::Postgres(config) = choice {
+                config.connect_timeout = timeout;
+            }
+            #[cfg(not(feature = "postgres"))]
+            let _ = choice;
+        }
+        #[cfg(feature = "redis")]
+        if let CacheChoice::Redis(config) = &mut self.cache {
+            config.connect_timeout = timeout;
+        }
+        #[cfg(feature = "s3")]
+        if let StorageChoice::S3(config) = &mut self.storage {
+            config.connect_timeout = timeout;
+        }
+        let _ = timeout;
+    }
+
     /// Refuse combinations that cannot work: contents shared by nodes need the registry
     /// they share.
     pub fn check(&self) -> anyhow::Result<()> {

@@ -19,6 +19,7 @@ use serde::Deserialize;
 use crate::{
     adapters::{Adapters, CacheChoice, PgChoice, StorageChoice},
     admin,
+    limits::{FileLimits, LimitArgs, Limits},
 };
 
 /// quintet: data, cache, search, queue and storage for applications, in one program.
@@ -248,6 +249,11 @@ pub struct ServeArgs {
     /// Log format [default: text]
     #[arg(long, env = "QUINTET_LOG_FORMAT", value_name = "FORMAT")]
     pub log_format: Option<LogFormat>,
+
+    // Limits on what clients, the disk and the engines can cost a node (crate::limits).
+    #[command(flatten)]
+    #[allow(missing_docs)]
+    pub limits: LimitArgs,
 }
 
 /// The TOML file: the same settings as the flags, all optional.
@@ -280,6 +286,28 @@ pub(crate) struct FileConfig {
     queue_backoff_ms: Option<u64>,
     log: Option<String>,
     log_format: Option<LogFormat>,
+
+    // crate::limits
+    body_timeout: Option<u64>,
+    body_min_rate: Option<u64>,
+    max_connections: Option<usize>,
+    max_connections_per_client: Option<usize>,
+    disk_reserve: Option<u64>,
+    engine_connect_timeout: Option<u64>,
+}
+
+impl FileConfig {
+    /// The keys of [`crate::limits`].
+    fn limits(&self) -> FileLimits {
+        FileLimits {
+            body_timeout: self.body_timeout,
+            body_min_rate: self.body_min_rate,
+            max_connections: self.max_connections,
+            max_connections_per_client: self.max_connections_per_client,
+            disk_reserve: self.disk_reserve,
+            engine_connect_timeout: self.engine_connect_timeout,
+        }
+    }
 }
 
 /// Shortest admin token accepted.
@@ -307,6 +335,8 @@ pub struct ServeConfig {
     pub log: String,
     /// Log format.
     pub log_format: LogFormat,
+    /// Bounds on connections, bodies, disk use and engine connections.
+    pub limits: Limits,
 }
 
 impl ServeArgs {
@@ -317,6 +347,10 @@ impl ServeArgs {
             None => FileConfig::default(),
         };
         let defaults = quintet_server::Config::default();
+        let limits = self
+            .limits
+            .clone()
+            .resolve(file.limits(), crate::limits::fd_limit())?;
         let max_json_depth = self
             .max_json_depth
             .or(file.max_json_depth)
@@ -378,6 +412,8 @@ impl ServeArgs {
             self.storage.or(file.storage),
             self.search.or(file.search),
         )?;
+        let mut adapters = adapters;
+        adapters.set_connect_timeout(limits.engine_connect_timeout);
         let cache_max_bytes = self.cache_max_bytes.or(file.cache_max_bytes);
         if cache_max_bytes == Some(0) {
             bail!("cache-max-bytes must be at least 1; leave it unset for no limit");
@@ -410,6 +446,7 @@ impl ServeArgs {
                     .or(file.queue_backoff_ms)
                     .map(Duration::from_millis)
                     .unwrap_or(defaults.queue_backoff),
+                connections: limits.connections.clone(),
             },
             data_dir: self
                 .data_dir
@@ -428,6 +465,7 @@ impl ServeArgs {
                 .log_format
                 .or(file.log_format)
                 .unwrap_or(LogFormat::Text),
+            limits,
         })
     }
 }

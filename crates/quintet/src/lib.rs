@@ -8,5 +8,6 @@ pub mod admin;
 pub mod admin_token;
 pub mod binding;
 pub mod cli;
+pub mod limits;
 pub mod node;
 pub mod token;

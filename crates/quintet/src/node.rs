@@ -33,6 +33,7 @@ impl Node {
         let created = !config.data_dir.exists();
         let options = EmbeddedOptions {
             cache: config.cache.clone(),
+            disk_reserve: config.limits.disk_reserve,
         };
         let embedded = Embedded::open_with(&config.data_dir, Arc::clone(&clock), &options)
             .with_context(|| format!("cannot open data directory {}", config.data_dir.display()))?;

@@ -16,6 +16,7 @@ pub async fn store(test: &str) -> Option<S3BlobStore> {
         region: s3.region,
         access_key_id: Some(s3.key),
         secret_access_key: Some(s3.secret),
+        connect_timeout: quintet_s3::config::DEFAULT_CONNECT_TIMEOUT,
     };
     Some(S3BlobStore::open(&config).await.expect("open S3"))
 }

@@ -10,6 +10,7 @@ mod data;
 mod http;
 mod hyper_connect;
 mod lifecycle;
+mod limits;
 mod queue;
 mod scale_out;
 mod search;
