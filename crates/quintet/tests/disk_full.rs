@@ -332,3 +332,45 @@ async fn a_disk_filled_by_another_program_answers_507_and_recovers_when_freed() 
     let listed: Value = node.get("/_ready").await.expect(200).body;
     assert_eq!(listed["ok"], true);
 }
+
+/// The cache log zero-fills 8 MiB ahead of its end; on a disk short of room it must not,
+/// or it takes the space other stores (and deletes) were left: the issue saw data, queue
+/// and search writes fail again a few writes after space was freed.
+#[tokio::test]
+async fn the_cache_log_runs_ahead_only_while_the_reserve_stays_free() {
+    let Some(fs) = Tmpfs::mount("cache_log_run_ahead", 48) else {
+        return;
+    };
+    let node = Process::spawn(
+        Path::new(BIN),
+        &fs.path().join("data"),
+        &["--disk-reserve", &(4 * MIB).to_string()],
+    );
+    node.put("/data/docs", None).await.expect(201);
+    node.put("/cache/kv", None).await.expect(201);
+    // The first write gives the log its run-ahead while space is plentiful.
+    node.post("/cache/kv", json!({"key": "first", "value": {}}))
+        .await
+        .expect(201);
+    // Another program leaves 5 MiB above the reserve: less than a run-ahead.
+    let _filler = fill(fs.path(), 9 * MIB as u64);
+    // Cache writes past the end of what the log had zero-filled.
+    for i in 0..18 {
+        node.post(
+            "/cache/kv",
+            json!({"key": format!("big{i}"), "value": {"pad": "c".repeat(MIB / 2)}}),
+        )
+        .await
+        .expect(201);
+    }
+    // The log grew by what it wrote, not by another 8 MiB: the other stores still have room.
+    for i in 0..10 {
+        node.post(
+            "/data/docs",
+            json!({"_id": format!("d{i}"), "pad": "d".repeat(2000)}),
+        )
+        .await
+        .expect(201);
+    }
+    node.get("/_ready").await.expect(200);
+}
