@@ -298,7 +298,7 @@ pub(crate) struct FileConfig {
 
 impl FileConfig {
     /// The keys of [`crate::limits`].
-    fn limits(&self) -> FileLimits {
+    pub(crate) fn limits(&self) -> FileLimits {
         FileLimits {
             body_timeout: self.body_timeout,
             body_min_rate: self.body_min_rate,

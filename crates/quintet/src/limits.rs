@@ -205,6 +205,26 @@ mod tests {
     }
 
     #[test]
+    fn the_toml_file_has_a_key_per_setting() {
+        let mut file = tempfile::NamedTempFile::new().unwrap();
+        std::io::Write::write_all(
+            &mut file,
+            b"body_timeout = 7\nbody_min_rate = 10\nmax_connections = 40\n\
+              max_connections_per_client = 4\ndisk_reserve = 1024\n\
+              engine_connect_timeout = 900\n",
+        )
+        .unwrap();
+        let file = crate::cli::read_file(file.path()).unwrap();
+        let l = resolve(LimitArgs::default(), file.limits(), 1024).unwrap();
+        assert_eq!(l.connections.body_timeout, Duration::from_secs(7));
+        assert_eq!(l.connections.body_min_rate, 10);
+        assert_eq!(l.connections.max_connections, 40);
+        assert_eq!(l.connections.max_connections_per_client, 4);
+        assert_eq!(l.disk_reserve, Some(1024));
+        assert_eq!(l.engine_connect_timeout, Duration::from_millis(900));
+    }
+
+    #[test]
     fn out_of_range_values_are_refused() {
         for (args, what) in [
             (
