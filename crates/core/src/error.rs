@@ -54,6 +54,10 @@ pub enum Error {
     /// A backing engine is temporarily unreachable; retrying may succeed.
     #[error("{0}")]
     Unavailable(String),
+    /// The disk the data lives on is full: the write is refused (deletes still work), and
+    /// retrying succeeds once space is freed.
+    #[error("{0}")]
+    InsufficientStorage(String),
     /// A fault of the server itself. The detail is logged, never sent to clients.
     #[error("internal error: {0}")]
     Internal(String),
@@ -94,6 +98,7 @@ impl Error {
             Self::UnsupportedMediaType(_) => "unsupported_media_type",
             Self::RateLimited(..) => "rate_limited",
             Self::Unavailable(_) => "unavailable",
+            Self::InsufficientStorage(_) => "insufficient_storage",
             Self::Internal(_) => "internal",
         }
     }
@@ -115,13 +120,62 @@ impl Error {
             | Self::RangeNotSatisfiable(m)
             | Self::UnsupportedMediaType(m)
             | Self::RateLimited(m, _)
-            | Self::Unavailable(m) => m.clone(),
+            | Self::Unavailable(m)
+            | Self::InsufficientStorage(m) => m.clone(),
         }
     }
 }
 
+impl Error {
+    /// An I/O failure while `doing` something: [`Error::InsufficientStorage`] when the disk
+    /// is full, else [`Error::Internal`] with the context.
+    pub fn io(doing: impl fmt::Display, e: &std::io::Error) -> Self {
+        if io_is_disk_full(e) {
+            return Self::InsufficientStorage(DISK_FULL.to_owned());
+        }
+        Self::Internal(format!("{doing}: {e}"))
+    }
+
+    /// Whether this says the disk is full ([`Error::InsufficientStorage`]).
+    pub fn is_disk_full(&self) -> bool {
+        matches!(self, Self::InsufficientStorage(_))
+    }
+}
+
+/// The message of [`Error::InsufficientStorage`] when a write found no room on the disk.
+pub const DISK_FULL: &str = "the server's disk is full: the write was refused; deletes still \
+                             work, and writes succeed again once space is freed";
+
+/// Whether `e` is the operating system saying there is no room: no space left on the
+/// device (`ENOSPC`) or a quota exceeded (`EDQUOT`).
+pub fn io_is_disk_full(e: &std::io::Error) -> bool {
+    matches!(
+        e.kind(),
+        std::io::ErrorKind::StorageFull | std::io::ErrorKind::QuotaExceeded
+    )
+}
+
 impl From<std::io::Error> for Error {
     fn from(e: std::io::Error) -> Self {
+        if io_is_disk_full(&e) {
+            return Self::InsufficientStorage(DISK_FULL.to_owned());
+        }
         Self::Internal(format!("i/o: {e}"))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_full_disk_is_insufficient_storage_and_other_io_errors_internal() {
+        let full = Error::from(std::io::Error::from(std::io::ErrorKind::StorageFull));
+        assert!(full.is_disk_full(), "{full:?}");
+        assert_eq!(full.public_message(), DISK_FULL);
+        let quota = Error::from(std::io::Error::from_raw_os_error(122)); // EDQUOT on Linux
+        assert!(quota.is_disk_full(), "{quota:?}");
+        let other = Error::from(std::io::Error::from(std::io::ErrorKind::PermissionDenied));
+        assert!(matches!(other, Error::Internal(_)), "{other:?}");
     }
 }

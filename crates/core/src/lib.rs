@@ -19,10 +19,13 @@
 //!   deliveries (signature, retry schedule, forbidden targets).
 //! - [`accounts`], [`keys`], [`jwt`]: accounts and plans, access keys and connection
 //!   strings, and the HS256 tokens clients sign with them.
+//! - [`breaker`]: the circuit breaker every engine client uses to fail fast while its
+//!   engine is down.
 //! - [`keyring`]: the master key, secrets sealed at rest with it, and keys derived from it.
 //! - [`redact`]: how a setting that may carry a secret is shown.
 
 pub mod accounts;
+pub mod breaker;
 pub mod cache;
 pub mod clock;
 #[cfg(feature = "conformance")]

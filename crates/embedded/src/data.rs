@@ -32,7 +32,7 @@ use quintet_core::{
     id::IdGenerator,
     mango::{Collector, plan},
     ports::{
-        Lifecycle,
+        Keep, Lifecycle,
         data::{
             BulkOp, BulkOutcome, DocId, DocStore, DocStream, Document, FindOutcome, FindQuery,
             IndexDef, ListQuery, MAX_INDEXES, QUERY_DEADLINE, RawJson, document_exists,
@@ -46,6 +46,7 @@ use rusqlite::{Connection, OptionalExtension, params, params_from_iter};
 use serde_json::Value;
 
 use crate::{
+    disk::DiskSpace,
     hot::{Held, HotCache},
     instance_store::TableLifecycle,
     sqlite::{SqliteDb, SqliteOptions, is_unique_violation, sql_error},
@@ -73,6 +74,8 @@ pub struct SqliteDocStore {
     reader_indexes: Arc<RwLock<HashMap<InstanceId, Arc<Indexes>>>>,
     generation: Arc<AtomicU64>,
     hot: Arc<HotCache<RawJson>>,
+    /// Admits writes while the disk has room; removals are not asked.
+    disk: Arc<DiskSpace>,
 }
 
 /// The indexes of one instance: definitions and their tables, in name order.
@@ -112,7 +115,14 @@ impl SqliteDocStore {
             reader_indexes: Arc::default(),
             generation: Arc::default(),
             hot: Arc::new(HotCache::new(HOT_DOCS_BYTES)),
+            disk: Arc::new(DiskSpace::unchecked(path)),
         })
+    }
+
+    /// The same store with writes admitted by `disk` (see [`crate::disk`]).
+    pub fn with_disk(mut self, disk: Arc<DiskSpace>) -> Self {
+        self.disk = disk;
+        self
     }
 
     fn db(&self) -> &SqliteDb {
@@ -297,6 +307,7 @@ enum Prepared {
 #[async_trait]
 impl DocStore for SqliteDocStore {
     async fn create(&self, instance: &Instance, id: Option<DocId>, doc: Document) -> Result<DocId> {
+        self.disk.admit()?;
         let id = match id {
             Some(id) => id,
             None => self.ids.next_id(&*self.clock)?.parse()?,
@@ -340,6 +351,7 @@ impl DocStore for SqliteDocStore {
     }
 
     async fn replace(&self, instance: &Instance, id: &DocId, doc: Document) -> Result<()> {
+        self.disk.admit()?;
         let text = stored_text(id, doc)?;
         let not_found = missing(instance, id);
         let key = id.clone();
@@ -384,6 +396,7 @@ impl DocStore for SqliteDocStore {
     }
 
     async fn bulk(&self, instance: &Instance, ops: Vec<BulkOp>) -> Result<Vec<BulkOutcome>> {
+        self.disk.admit()?;
         let prepared: Vec<Prepared> = ops
             .into_iter()
             .map(|op| match op {
@@ -503,6 +516,7 @@ impl DocStore for SqliteDocStore {
     }
 
     async fn create_index(&self, instance: &Instance, index: IndexDef) -> Result<()> {
+        self.disk.admit()?;
         let def_text = index.to_json().to_string();
         let name = instance.name.clone();
         let cache = Arc::clone(&self.writer_indexes);
@@ -650,6 +664,7 @@ impl ListPages for Pages {
 #[async_trait]
 impl Lifecycle for SqliteDocStore {
     async fn create_instance(&self, instance: &Instance) -> Result<()> {
+        self.disk.admit()?;
         self.tables.create(instance.id).await
     }
 
@@ -662,8 +677,14 @@ impl Lifecycle for SqliteDocStore {
         dropped
     }
 
-    async fn sweep(&self, live: &[InstanceId]) -> Result<usize> {
-        self.tables.sweep(live).await
+    async fn ready(&self) -> Result<()> {
+        self.disk.ready()
+    }
+
+    async fn sweep(&self, keep: &Keep) -> Result<usize> {
+        let swept = self.tables.sweep(keep).await;
+        self.hot.retain_instances(|i| keep.keeps(i));
+        swept
     }
 
     async fn close(&self) -> Result<()> {

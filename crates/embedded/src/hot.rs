@@ -189,16 +189,16 @@ impl<V: Held> HotCache<V> {
         }
     }
 
-    /// Forget every entry of every instance not in `live` (their tables were swept).
-    pub fn retain_instances(&self, live: &[InstanceId]) {
+    /// Forget every entry of every instance `live` says no to (their tables were swept).
+    pub fn retain_instances(&self, live: impl Fn(InstanceId) -> bool) {
         let mut state = self.lock();
         // Every read begun before misses its fill now, so the epochs of the instances
         // swept can go too.
         state.sweeps += 1;
-        state.epochs.retain(|instance, _| live.contains(instance));
+        state.epochs.retain(|instance, _| live(*instance));
         let State { entries, bytes, .. } = &mut *state;
         entries.retain(|instance, held| {
-            let keep = live.contains(instance);
+            let keep = live(*instance);
             if !keep {
                 *bytes -= held.iter().map(|(k, v)| cost(k, v)).sum::<usize>();
             }
@@ -286,7 +286,7 @@ mod tests {
     #[test]
     fn dropping_or_sweeping_an_instance_forgets_its_documents_only() {
         for forget in [(|h: &HotDocs| h.forget_instance(A)) as fn(&HotDocs), |h| {
-            h.retain_instances(&[B])
+            h.retain_instances(|i| i == B)
         }] {
             let hot = HotDocs::new(1 << 20);
             for inst in [A, B] {
@@ -310,7 +310,7 @@ mod tests {
         for interrupt in [
             (|h: &HotDocs| h.invalidate(A, ["other"])) as fn(&HotDocs),
             |h| h.forget_instance(A),
-            |h| h.retain_instances(&[A, B]),
+            |h| h.retain_instances(|i| [A, B].contains(&i)),
         ] {
             let miss = hot.get(A, "y").unwrap_err();
             interrupt(&hot);

@@ -6,7 +6,7 @@
 
 use std::{collections::HashSet, fs, path::PathBuf};
 
-use quintet_core::{InstanceId, Result};
+use quintet_core::{InstanceId, Result, ports::Keep};
 use rusqlite::Connection;
 
 use crate::sqlite::sql_error;
@@ -62,12 +62,11 @@ impl InstanceTables {
         Ok(())
     }
 
-    /// Drop the tables of every instance not in `live`; returns how many instances.
-    pub fn sweep(&self, conn: &Connection, live: &[InstanceId]) -> Result<usize> {
-        let live: HashSet<InstanceId> = live.iter().copied().collect();
+    /// Drop the tables of every instance `keep` does not keep; returns how many instances.
+    pub fn sweep(&self, conn: &Connection, keep: &Keep) -> Result<usize> {
         let mut orphans = HashSet::new();
         for (owner, name) in self.owned_tables(conn)? {
-            if !live.contains(&owner) {
+            if !keep.keeps(owner) {
                 conn.execute_batch(&format!("DROP TABLE IF EXISTS \"{name}\""))
                     .map_err(sql_error)?;
                 orphans.insert(owner);
@@ -107,9 +106,8 @@ impl InstanceDirs {
         remove_dir_if_exists(self.dir(id))
     }
 
-    /// Remove the directory of every instance not in `live`; returns how many.
-    pub fn sweep(&self, live: &[InstanceId]) -> Result<usize> {
-        let live: HashSet<InstanceId> = live.iter().copied().collect();
+    /// Remove the directory of every instance `keep` does not keep; returns how many.
+    pub fn sweep(&self, keep: &Keep) -> Result<usize> {
         let mut removed = 0;
         for entry in fs::read_dir(&self.root)? {
             let entry = entry?;
@@ -121,7 +119,7 @@ impl InstanceDirs {
             else {
                 continue;
             };
-            if !live.contains(&id) {
+            if !keep.keeps(id) {
                 remove_dir_if_exists(entry.path())?;
                 removed += 1;
             }
@@ -196,10 +194,10 @@ impl TableLifecycle {
         self.db.write(move |c| tables.drop_instance(c, id)).await
     }
 
-    /// Drop the tables of instances not in `live`.
-    pub async fn sweep(&self, live: &[InstanceId]) -> Result<usize> {
-        let (tables, live) = (self.tables, live.to_vec());
-        self.db.write(move |c| tables.sweep(c, &live)).await
+    /// Drop the tables of instances `keep` does not keep.
+    pub async fn sweep(&self, keep: &Keep) -> Result<usize> {
+        let (tables, keep) = (self.tables, keep.clone());
+        self.db.write(move |c| tables.sweep(c, &keep)).await
     }
 }
 

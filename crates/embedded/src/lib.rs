@@ -15,6 +15,7 @@
 pub mod cache;
 pub mod data;
 pub mod datadir;
+pub mod disk;
 pub mod hot;
 pub mod instance_store;
 pub mod queue;
@@ -44,6 +45,8 @@ pub struct Embedded {
     pub queue: Arc<queue::SqliteJobQueue>,
     /// Objects.
     pub storage: Arc<storage::FsBlobStore>,
+    /// The directory's free space and the reserve kept for deletes.
+    pub disk: Arc<disk::DiskSpace>,
 }
 
 /// Settings of the embedded adapters.
@@ -53,6 +56,9 @@ pub struct EmbeddedOptions {
     pub cache: cache::CacheOptions,
     /// The master keys: they seal the registry's secrets and sign pre-signed URLs.
     pub keyring: Arc<Keyring>,
+    /// Bytes of free space kept for deletes (see [`disk`]); `None`: the default share of
+    /// the file system.
+    pub disk_reserve: Option<u64>,
 }
 
 impl EmbeddedOptions {
@@ -61,6 +67,7 @@ impl EmbeddedOptions {
         Self {
             cache: cache::CacheOptions::default(),
             keyring,
+            disk_reserve: None,
         }
     }
 }
@@ -84,33 +91,55 @@ impl Embedded {
         options: &EmbeddedOptions,
     ) -> Result<Self> {
         let dir = datadir::DataDir::open(data_dir)?;
+        // Every store writing to the directory admits its writes by the same reserve.
+        let disk = Arc::new(disk::DiskSpace::new(dir.root(), options.disk_reserve)?);
         Ok(Self {
-            registry: Arc::new(dir.registry(Arc::clone(&clock), Arc::clone(&options.keyring))?),
-            data: Arc::new(dir.data(Arc::clone(&clock))?),
-            cache: Arc::new(dir.cache(Arc::clone(&clock), &options.cache)?),
-            search: Arc::new(dir.search()?),
-            queue: Arc::new(dir.queue()?),
-            storage: Arc::new(dir.storage(clock, UrlSigner::from_keyring(&options.keyring))?),
+            registry: Arc::new(dir.registry(
+                Arc::clone(&clock),
+                Arc::clone(&options.keyring),
+                &disk,
+            )?),
+            data: Arc::new(dir.data(Arc::clone(&clock), &disk)?),
+            cache: Arc::new(dir.cache(Arc::clone(&clock), &options.cache, &disk)?),
+            search: Arc::new(dir.search(&disk)?),
+            queue: Arc::new(dir.queue(&disk)?),
+            storage: Arc::new(dir.storage(
+                clock,
+                UrlSigner::from_keyring(&options.keyring),
+                &disk,
+            )?),
+            disk,
             dir,
         })
     }
 }
 
 /// Each store of the data directory, opened (and created when missing) on its own, so a
-/// node opens only the stores it uses.
+/// node opens only the stores it uses; every one admits its writes by `disk`'s reserve.
 impl datadir::DataDir {
     /// Applications, keys and instances (`registry.db`), secrets sealed with `keyring`.
     pub fn registry(
         &self,
         clock: Arc<dyn Clock>,
         keyring: Arc<Keyring>,
+        disk: &Arc<disk::DiskSpace>,
     ) -> Result<registry::SqliteRegistry> {
-        registry::SqliteRegistry::open(&self.join(datadir::REGISTRY), clock, keyring)
+        Ok(
+            registry::SqliteRegistry::open(&self.join(datadir::REGISTRY), clock, keyring)?
+                .with_disk(Arc::clone(disk)),
+        )
     }
 
     /// Documents (`data.db`).
-    pub fn data(&self, clock: Arc<dyn Clock>) -> Result<data::SqliteDocStore> {
-        data::SqliteDocStore::open(&self.join(datadir::DATA), clock)
+    pub fn data(
+        &self,
+        clock: Arc<dyn Clock>,
+        disk: &Arc<disk::DiskSpace>,
+    ) -> Result<data::SqliteDocStore> {
+        Ok(
+            data::SqliteDocStore::open(&self.join(datadir::DATA), clock)?
+                .with_disk(Arc::clone(disk)),
+        )
     }
 
     /// Cache entries (`cache.log`), with `options`.
@@ -118,18 +147,22 @@ impl datadir::DataDir {
         &self,
         clock: Arc<dyn Clock>,
         options: &cache::CacheOptions,
+        disk: &Arc<disk::DiskSpace>,
     ) -> Result<cache::EmbeddedCache> {
-        cache::EmbeddedCache::open(&self.join(datadir::CACHE), clock, options)
+        cache::EmbeddedCache::open_on(&self.join(datadir::CACHE), clock, options, Arc::clone(disk))
     }
 
     /// Full-text indexes (`search/`).
-    pub fn search(&self) -> Result<search::TantivySearchIndex> {
-        search::TantivySearchIndex::open(&self.join(datadir::SEARCH))
+    pub fn search(&self, disk: &Arc<disk::DiskSpace>) -> Result<search::TantivySearchIndex> {
+        Ok(
+            search::TantivySearchIndex::open(&self.join(datadir::SEARCH))?
+                .with_disk(Arc::clone(disk)),
+        )
     }
 
     /// Jobs (`queue.db`).
-    pub fn queue(&self) -> Result<queue::SqliteJobQueue> {
-        queue::SqliteJobQueue::open(&self.join(datadir::QUEUE))
+    pub fn queue(&self, disk: &Arc<disk::DiskSpace>) -> Result<queue::SqliteJobQueue> {
+        Ok(queue::SqliteJobQueue::open(&self.join(datadir::QUEUE))?.with_disk(Arc::clone(disk)))
     }
 
     /// Objects (`storage.db`, `storage/`), their pre-signed URLs signed by `signer`.
@@ -137,7 +170,14 @@ impl datadir::DataDir {
         &self,
         clock: Arc<dyn Clock>,
         signer: UrlSigner,
+        disk: &Arc<disk::DiskSpace>,
     ) -> Result<storage::FsBlobStore> {
-        storage::FsBlobStore::open(self.root(), clock, signer)
+        Ok(storage::FsBlobStore::open(self.root(), clock, signer)?.with_disk(Arc::clone(disk)))
+    }
+
+    /// The free space of the directory's file system, with `reserve` kept for deletes
+    /// (`None`: the default share).
+    pub fn disk(&self, reserve: Option<u64>) -> Result<disk::DiskSpace> {
+        disk::DiskSpace::new(self.root(), reserve)
     }
 }

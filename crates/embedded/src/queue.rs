@@ -22,7 +22,7 @@ use quintet_core::{
     Error, Instance, InstanceId, ManualClock, Result,
     id::{IdGenerator, random_bytes},
     ports::{
-        Lifecycle,
+        Keep, Lifecycle,
         queue::{
             Claim, ClaimedJob, IdempotencyKey, JobBody, JobQueue, JobRecord, JobStatus, LeaseToken,
             ListJobs, Outcome, Settlement, idempotency_key_taken, job_missing, job_not_failed,
@@ -34,6 +34,7 @@ use rusqlite::{Connection, OptionalExtension, params};
 use std::sync::Arc;
 
 use crate::{
+    disk::DiskSpace,
     instance_store::TableLifecycle,
     sqlite::{SqliteDb, SqliteOptions, is_missing_table, is_unique_violation, sql_error},
 };
@@ -44,6 +45,9 @@ pub struct SqliteJobQueue {
     tables: TableLifecycle,
     ids: Arc<IdGenerator>,
     leases: Arc<Mutex<HashMap<InstanceId, Arc<Mutex<Leases>>>>>,
+    /// Admits enqueues and retries while the disk has room; the dispatcher's settlements
+    /// and cancellations are not asked.
+    disk: Arc<DiskSpace>,
 }
 
 /// The leases held on one queue's jobs, by job id.
@@ -90,7 +94,14 @@ impl SqliteJobQueue {
             tables: TableLifecycle::new(db, "q", ddl),
             ids: Arc::new(IdGenerator::new()),
             leases: Arc::new(Mutex::new(HashMap::new())),
+            disk: Arc::new(DiskSpace::unchecked(path)),
         })
+    }
+
+    /// The same queue with writes admitted by `disk` (see [`crate::disk`]).
+    pub fn with_disk(mut self, disk: Arc<DiskSpace>) -> Self {
+        self.disk = disk;
+        self
     }
 
     fn leases(&self, id: InstanceId) -> Arc<Mutex<Leases>> {
@@ -134,6 +145,7 @@ fn random_tokens(n: usize) -> Result<Vec<i64>> {
 #[async_trait]
 impl Lifecycle for SqliteJobQueue {
     async fn create_instance(&self, instance: &Instance) -> Result<()> {
+        self.disk.admit()?;
         self.tables.create(instance.id).await
     }
 
@@ -143,9 +155,13 @@ impl Lifecycle for SqliteJobQueue {
         Ok(())
     }
 
-    async fn sweep(&self, live: &[InstanceId]) -> Result<usize> {
-        let removed = self.tables.sweep(live).await?;
-        lock(&self.leases).retain(|id, _| live.contains(id));
+    async fn ready(&self) -> Result<()> {
+        self.disk.ready()
+    }
+
+    async fn sweep(&self, keep: &Keep) -> Result<usize> {
+        let removed = self.tables.sweep(keep).await?;
+        lock(&self.leases).retain(|id, _| keep.keeps(*id));
         Ok(removed)
     }
 
@@ -163,6 +179,7 @@ impl JobQueue for SqliteJobQueue {
         idempotency_key: Option<&IdempotencyKey>,
         now_ms: i64,
     ) -> Result<String> {
+        self.disk.admit()?;
         let table = self.table(instance);
         let id = self.ids.next_id(&ManualClock::new(now_ms))?;
         let body = job.as_str().to_owned();
@@ -209,6 +226,7 @@ impl JobQueue for SqliteJobQueue {
     }
 
     async fn retry(&self, instance: &Instance, id: &str, now_ms: i64) -> Result<()> {
+        self.disk.admit()?;
         let table = self.table(instance);
         let name = instance.name.to_string();
         let id = id.to_owned();

@@ -18,7 +18,10 @@ use quintet_core::{
 };
 use rusqlite::{Connection, OptionalExtension, Row, params};
 
-use crate::sqlite::{SqliteDb, SqliteOptions, is_unique_violation, sql_error};
+use crate::{
+    disk::DiskSpace,
+    sqlite::{SqliteDb, SqliteOptions, is_unique_violation, sql_error},
+};
 
 /// Schema migrations; append only. Version 1 models everything the application, key and
 /// instance features need, so none of them has to reshape stored data.
@@ -66,6 +69,9 @@ pub struct SqliteRegistry {
     db: SqliteDb,
     clock: Arc<dyn Clock>,
     ring: Arc<Keyring>,
+    /// Admits new records while the disk has room; deletions and revocations are not
+    /// asked.
+    disk: Arc<DiskSpace>,
 }
 
 impl SqliteRegistry {
@@ -86,7 +92,18 @@ impl SqliteRegistry {
                 "sealed stored secrets with the current master key"
             );
         }
-        Ok(Self { db, clock, ring })
+        Ok(Self {
+            db,
+            clock,
+            ring,
+            disk: Arc::new(DiskSpace::unchecked(path)),
+        })
+    }
+
+    /// The same registry with new records admitted by `disk` (see [`crate::disk`]).
+    pub fn with_disk(mut self, disk: Arc<DiskSpace>) -> Self {
+        self.disk = disk;
+        self
     }
 
     /// The underlying database, for the features that extend the registry.
@@ -281,6 +298,7 @@ impl Registry for SqliteRegistry {
         name: &InstanceName,
         config: InstanceConfig,
     ) -> Result<Instance> {
+        self.disk.admit()?;
         let (app, name) = (app.clone(), name.clone());
         let created_ms = self.clock.now_ms();
         let stored = self
@@ -384,7 +402,39 @@ impl Registry for SqliteRegistry {
             .await
     }
 
+    async fn instances_for_sweep(&self) -> Result<(Vec<Instance>, InstanceId)> {
+        let ring = Arc::clone(&self.ring);
+        self.db
+            .read(move |conn| {
+                // One read transaction: the listing and the counter from one snapshot.
+                let tx = conn.unchecked_transaction().map_err(sql_error)?;
+                let mut stmt = tx
+                    .prepare(&format!("SELECT {INSTANCE_COLUMNS} FROM instances"))
+                    .map_err(sql_error)?;
+                let mut all = Vec::new();
+                for row in stmt
+                    .query_map([], |r| instance_from_row(r, &ring))
+                    .map_err(sql_error)?
+                {
+                    all.push(row.map_err(sql_error)??);
+                }
+                drop(stmt);
+                // AUTOINCREMENT keeps the highest id ever handed out in sqlite_sequence.
+                let highest: i64 = tx
+                    .query_row(
+                        "SELECT COALESCE(MAX(seq), 0) FROM sqlite_sequence WHERE name = 'instances'",
+                        [],
+                        |r| r.get(0),
+                    )
+                    .map_err(sql_error)?;
+                tx.commit().map_err(sql_error)?;
+                Ok((all, InstanceId(highest)))
+            })
+            .await
+    }
+
     async fn create_account(&self, name: &AccountName, plan: Plan) -> Result<Account> {
+        self.disk.admit()?;
         let name = name.clone();
         let created_ms = self.clock.now_ms();
         self.db
@@ -431,6 +481,7 @@ impl Registry for SqliteRegistry {
     }
 
     async fn set_plan(&self, name: &AccountName, plan: Plan) -> Result<Account> {
+        self.disk.admit()?;
         let name = name.clone();
         self.db
             .write(move |conn| {
@@ -449,6 +500,7 @@ impl Registry for SqliteRegistry {
     }
 
     async fn create_app(&self, name: &AppName, account: &AccountName) -> Result<App> {
+        self.disk.admit()?;
         let (name, account) = (name.clone(), account.clone());
         let created_ms = self.clock.now_ms();
         self.db
@@ -540,6 +592,7 @@ impl Registry for SqliteRegistry {
     }
 
     async fn create_key(&self, app: &AppName) -> Result<AccessKey> {
+        self.disk.admit()?;
         answers::check_may_have_keys(app)?;
         let key = AccessKey::generate(app, self.clock.now_ms())?;
         let stored = self.ring.seal_key_secret(&key.key, &key.secret)?;
@@ -648,6 +701,10 @@ impl Registry for SqliteRegistry {
     /// alone uses it, and that process's handlers update its caches in the same request
     /// that changes the registry. There is no other node to hear from.
     fn subscribe(&self, _listener: Weak<dyn ChangeListener>) {}
+
+    async fn ready(&self) -> Result<()> {
+        self.disk.ready()
+    }
 
     async fn close(&self) -> Result<()> {
         self.db.close().await

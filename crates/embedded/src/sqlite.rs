@@ -335,11 +335,15 @@ fn open_error(path: &Path, e: rusqlite::Error) -> Error {
 }
 
 /// Map an engine error to an internal error; callers map constraint violations they
-/// expect (duplicate keys and the like) themselves, before reaching for this. A missing
+/// expect (duplicate keys and the like) themselves, before reaching for this. A full disk
+/// is [`Error::InsufficientStorage`] (507). A missing
 /// table is the one engine error a client can cause: every instance table exists from
 /// its instance's creation to its destruction, so the instance was destroyed while the
 /// request ran, and that is a 404.
 pub fn sql_error(e: rusqlite::Error) -> Error {
+    if e.sqlite_error_code() == Some(rusqlite::ErrorCode::DiskFull) {
+        return Error::InsufficientStorage(quintet_core::error::DISK_FULL.to_owned());
+    }
     if is_missing_table(&e) {
         tracing::debug!(error = %e, "a table is missing: its instance was destroyed");
         return Error::not_found(INSTANCE_GONE);

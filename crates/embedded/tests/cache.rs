@@ -360,7 +360,12 @@ async fn sweep_forgets_the_entries_of_orphaned_instances() {
     let (live, orphan) = (fresh(&c).await, fresh(&c).await);
     c.add(&live, &key("k"), value("{}"), None).await.unwrap();
     c.add(&orphan, &key("k"), value("{}"), None).await.unwrap();
-    assert_eq!(c.sweep(&[live.id]).await.unwrap(), 1);
+    assert_eq!(
+        c.sweep(&quintet_core::ports::Keep::only([live.id]))
+            .await
+            .unwrap(),
+        1
+    );
     assert_eq!(c.stats().entries, 1);
     assert_eq!(text(&c, &orphan, "k").await, None);
     assert!(text(&c, &live, "k").await.is_some());

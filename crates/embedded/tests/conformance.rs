@@ -13,13 +13,19 @@ use quintet_core::{
         storage::ObjectStorage,
     },
 };
-use quintet_embedded::{cache::CacheOptions, datadir::DataDir};
+use quintet_embedded::{cache::CacheOptions, datadir::DataDir, disk::DiskSpace};
 
 /// A fresh, locked data directory, kept (with its temporary parent) by the subject.
 fn dir() -> (tempfile::TempDir, DataDir) {
     let tmp = tempfile::tempdir().unwrap();
     let dir = DataDir::open(tmp.path()).unwrap();
     (tmp, dir)
+}
+
+/// The directory's free space, with the default reserve (the conformance cases write
+/// little; `disk.rs` and the system tests cover a full disk).
+fn disk(dir: &DataDir) -> Arc<DiskSpace> {
+    Arc::new(dir.disk(None).unwrap())
 }
 
 fn clock() -> Arc<dyn Clock> {
@@ -29,39 +35,39 @@ fn clock() -> Arc<dyn Clock> {
 async fn registry(_: &str) -> Option<Subject<dyn Registry>> {
     let (tmp, dir) = dir();
     let ring = quintet_core::keyring::Keyring::for_tests();
-    let port: Arc<dyn Registry> = Arc::new(dir.registry(clock(), ring).unwrap());
+    let port: Arc<dyn Registry> = Arc::new(dir.registry(clock(), ring, &disk(&dir)).unwrap());
     Some(Subject::new(port).keeping((dir, tmp)))
 }
 
 async fn data(_: &str) -> Option<Subject<dyn DocStore>> {
     let (tmp, dir) = dir();
-    let port: Arc<dyn DocStore> = Arc::new(dir.data(clock()).unwrap());
+    let port: Arc<dyn DocStore> = Arc::new(dir.data(clock(), &disk(&dir)).unwrap());
     Some(Subject::new(port).keeping((dir, tmp)))
 }
 
 async fn search(_: &str) -> Option<Subject<dyn SearchIndex>> {
     let (tmp, dir) = dir();
-    let port: Arc<dyn SearchIndex> = Arc::new(dir.search().unwrap());
+    let port: Arc<dyn SearchIndex> = Arc::new(dir.search(&disk(&dir)).unwrap());
     Some(Subject::new(port).keeping((dir, tmp)))
 }
 
 async fn queue(_: &str) -> Option<Subject<dyn JobQueue>> {
     let (tmp, dir) = dir();
-    let port: Arc<dyn JobQueue> = Arc::new(dir.queue().unwrap());
+    let port: Arc<dyn JobQueue> = Arc::new(dir.queue(&disk(&dir)).unwrap());
     Some(Subject::new(port).keeping((dir, tmp)))
 }
 
 async fn storage(_: &str) -> Option<Subject<dyn ObjectStorage>> {
     let (tmp, dir) = dir();
     let signer = quintet_core::object::UrlSigner::new("test", [7; 32], vec![]);
-    let port: Arc<dyn ObjectStorage> = Arc::new(dir.storage(clock(), signer).unwrap());
+    let port: Arc<dyn ObjectStorage> = Arc::new(dir.storage(clock(), signer, &disk(&dir)).unwrap());
     Some(Subject::new(port).keeping((dir, tmp)))
 }
 
 /// The cache on `clock` with `options`.
 fn cache_with(options: &CacheOptions, clock: Arc<ManualClock>) -> Subject<dyn Cache> {
     let (tmp, dir) = dir();
-    let port: Arc<dyn Cache> = Arc::new(dir.cache(clock, options).unwrap());
+    let port: Arc<dyn Cache> = Arc::new(dir.cache(clock, options, &disk(&dir)).unwrap());
     Subject::new(port).keeping((dir, tmp))
 }
 

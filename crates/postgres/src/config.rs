@@ -8,8 +8,12 @@ use tokio_postgres::config::SslMode;
 /// Connections a pool opens at most, unless configured.
 pub const DEFAULT_POOL_SIZE: usize = 8;
 
-/// How long opening a connection or waiting for a free one may take, unless configured.
-pub const DEFAULT_CONNECT_TIMEOUT: Duration = Duration::from_secs(10);
+/// How long opening a connection may take, unless configured: short, so that an
+/// unreachable PostgreSQL is noticed in seconds (see [`crate::database`]'s breaker).
+pub const DEFAULT_CONNECT_TIMEOUT: Duration = Duration::from_secs(2);
+
+/// How long a call waits for a free connection of a busy pool.
+pub const POOL_WAIT: Duration = Duration::from_secs(10);
 
 /// Where and how to connect.
 ///
@@ -23,7 +27,8 @@ pub struct PgConfig {
     pub url: String,
     /// Connections the pool opens at most.
     pub pool_size: usize,
-    /// How long opening a connection, or waiting for a free one, may take.
+    /// How long opening a connection may take (a `connect_timeout` parameter of the URL,
+    /// in seconds, takes precedence).
     pub connect_timeout: Duration,
 }
 

@@ -1,16 +1,31 @@
 //! One PostgreSQL database (and schema) shared by the adapters of a node: a connection
 //! pool, the schema everything lives in, and versioned migrations.
+//!
+//! Every call of every adapter takes its connection through [`PgDatabase::client`], which
+//! is where the node's circuit breaker for PostgreSQL sits ([`quintet_core::breaker`]):
+//! when a connection cannot be opened (refused, or not within the connect timeout) the
+//! breaker opens, calls fail at once with [`Error::Unavailable`] (503), and a background
+//! probe closes it as soon as PostgreSQL answers again. A pool that is only busy does not
+//! open it.
 
-use std::fmt;
+use std::{fmt, sync::Arc, time::Duration};
 
-use deadpool_postgres::{Manager, ManagerConfig, Object, Pool, RecyclingMethod, Runtime};
-use quintet_core::{Error, Result};
-use tokio_postgres::{Client, Connection, NoTls, Socket, tls::NoTlsStream};
+use deadpool_postgres::{
+    Manager, ManagerConfig, Object, Pool, PoolError, RecyclingMethod, Runtime, TimeoutType,
+};
+use quintet_core::{
+    Error, Result,
+    breaker::{self, Breaker},
+};
+use tokio_postgres::{Client, Connection, NoTls, Socket, error::SqlState, tls::NoTlsStream};
 
 use crate::{
-    config::PgConfig,
+    config::{POOL_WAIT, PgConfig},
     error::{pg_error, pool_error},
 };
+
+/// Longest a probe of an open breaker waits for its answer.
+const PROBE_TIMEOUT: Duration = Duration::from_secs(2);
 
 /// A pooled connection to the database.
 pub type PgClient = Object;
@@ -23,6 +38,7 @@ pub struct PgDatabase {
     client_config: tokio_postgres::Config,
     schema: String,
     shown_url: String,
+    breaker: Arc<Breaker>,
 }
 
 impl fmt::Debug for PgDatabase {
@@ -49,7 +65,7 @@ impl PgDatabase {
         let pool = Pool::builder(manager)
             .max_size(config.pool_size)
             .runtime(Runtime::Tokio1)
-            .wait_timeout(Some(config.connect_timeout))
+            .wait_timeout(Some(POOL_WAIT))
             .create_timeout(Some(config.connect_timeout))
             .recycle_timeout(Some(config.connect_timeout))
             .build()
@@ -77,17 +93,81 @@ impl PgDatabase {
             )));
         };
         drop(client);
+        let breaker = Arc::new(Breaker::new(format!("PostgreSQL at {shown_url}")));
         Ok(Self {
             pool,
             client_config,
             schema,
             shown_url,
+            breaker,
         })
     }
 
-    /// A connection from the pool.
+    /// A connection from the pool; [`Error::Unavailable`] at once while PostgreSQL is
+    /// known to be unreachable.
     pub async fn client(&self) -> Result<PgClient> {
-        self.pool.get().await.map_err(pool_error)
+        self.breaker.check()?;
+        match self.pool.get().await {
+            Ok(client) => Ok(client),
+            Err(e) => {
+                if unreachable(&e) {
+                    self.trip(&e);
+                }
+                Err(pool_error(e))
+            }
+        }
+    }
+
+    /// The breaker of this node's calls to PostgreSQL.
+    pub fn breaker(&self) -> &Breaker {
+        &self.breaker
+    }
+
+    /// Whether PostgreSQL answers now: a connection and `SELECT 1`, bounded in time.
+    pub async fn ping(&self) -> Result<()> {
+        let answered = tokio::time::timeout(PROBE_TIMEOUT, async {
+            let client = self.client().await?;
+            client.simple_query("SELECT 1").await.map_err(pg_error)?;
+            Ok(())
+        })
+        .await;
+        match answered {
+            Ok(outcome) => outcome,
+            Err(_) => Err(Error::Unavailable(format!(
+                "{} did not answer within {PROBE_TIMEOUT:?}",
+                self.breaker.engine()
+            ))),
+        }
+    }
+
+    /// Open the breaker after `e`, and probe until PostgreSQL answers again.
+    fn trip(&self, e: &PoolError) {
+        if !self.breaker.trip(e) {
+            return;
+        }
+        tracing::error!(
+            url = %self.shown_url,
+            error = %e,
+            "PostgreSQL is unreachable: calls that need it answer 503 until it answers again"
+        );
+        let db = self.clone();
+        tokio::spawn(async move {
+            let probe = || async {
+                let client = db.pool.get().await.map_err(pool_error)?;
+                let answer = client.simple_query("SELECT 1");
+                match tokio::time::timeout(PROBE_TIMEOUT, answer).await {
+                    Ok(Ok(_)) => Ok(()),
+                    Ok(Err(e)) => Err(pg_error(e)),
+                    Err(_) => Err(Error::Unavailable("probe timed out".into())),
+                }
+            };
+            breaker::recover(&db.breaker, probe, tokio::time::sleep, |probing| {
+                if !probing {
+                    tracing::info!(url = %db.shown_url, "PostgreSQL answers again");
+                }
+            })
+            .await;
+        });
     }
 
     /// The schema the tables live in (the connection's `current_schema()`).
@@ -193,5 +273,27 @@ impl PgDatabase {
     /// Close the pool: connections are closed as they are returned.
     pub fn close(&self) {
         self.pool.close();
+    }
+}
+
+/// Whether a pool's failure says PostgreSQL cannot be reached (rather than busy or
+/// refusing the request): no connection could be opened, or it is shutting down or
+/// starting.
+fn unreachable(e: &PoolError) -> bool {
+    match e {
+        PoolError::Timeout(TimeoutType::Create | TimeoutType::Recycle) => true,
+        PoolError::Backend(e) => match e.code() {
+            Some(code) => [
+                SqlState::ADMIN_SHUTDOWN,
+                SqlState::CRASH_SHUTDOWN,
+                SqlState::CANNOT_CONNECT_NOW,
+            ]
+            .contains(code),
+            None => true,
+        },
+        PoolError::Timeout(TimeoutType::Wait)
+        | PoolError::Closed
+        | PoolError::NoRuntimeSpecified
+        | PoolError::PostCreateHook(_) => false,
     }
 }

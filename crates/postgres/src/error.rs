@@ -82,10 +82,19 @@ pub fn pool_error(e: deadpool_postgres::PoolError) -> Error {
     use deadpool_postgres::PoolError;
     match e {
         PoolError::Backend(e) => pg_error(e),
-        PoolError::Timeout(kind) => {
-            tracing::warn!(?kind, "no PostgreSQL connection in time");
+        PoolError::Timeout(deadpool_postgres::TimeoutType::Wait) => {
+            tracing::warn!("no free PostgreSQL connection in time");
             Error::Unavailable(
-                "PostgreSQL did not provide a connection in time; retry shortly".into(),
+                "PostgreSQL did not provide a connection in time (all are busy); retry shortly"
+                    .into(),
+            )
+        }
+        PoolError::Timeout(kind) => {
+            tracing::warn!(?kind, "no PostgreSQL connection within the connect timeout");
+            Error::Unavailable(
+                "PostgreSQL is unreachable: no connection within the connect timeout; retry \
+                 shortly"
+                    .into(),
             )
         }
         PoolError::Closed => Error::Unavailable("the PostgreSQL pool is closed".into()),

@@ -16,6 +16,14 @@
 //!   [`MAX_BACKOFF`]), listens again and applies [`RegistryChange::Resync`]: notifications
 //!   sent meanwhile are gone, so its caches forget everything. While it is away it sends
 //!   no heartbeat, so writers stop waiting for it after [`LIVE_WINDOW`].
+//! - A node that may have missed changes does not trust its caches of keys
+//!   ([`Feed::caches_current`]) until it has caught up: while its `LISTEN` connection is
+//!   down, and after it was paused or starved for longer than [`STALL_BOUND`] (a
+//!   `SIGSTOP`, a frozen VM, a runtime blocked: writers waited [`ACK_TIMEOUT`] for it and
+//!   went on). A watchdog ticking every [`TICK_EVERY`] notices such a pause; the node then
+//!   sends itself a marker through PostgreSQL, and since notifications arrive in commit
+//!   order, every change committed before the marker has been applied when the marker
+//!   comes back. Until then keys are read from the registry on every use.
 //!
 //! Channels: `quintet_` + md5 of the schema name for changes, that plus `_<node id>` for
 //! one node's acknowledgements; nodes on other schemas of the database hear nothing.
@@ -65,6 +73,17 @@ const MIN_BACKOFF: Duration = Duration::from_millis(100);
 
 /// Longest wait between reconnection attempts.
 pub const MAX_BACKOFF: Duration = Duration::from_secs(5);
+
+/// A node not scheduled for longer than this may have missed a change whose writer
+/// stopped waiting for it: below [`ACK_TIMEOUT`], so any pause the writer did not wait out
+/// is noticed.
+pub const STALL_BOUND: Duration = Duration::from_secs(1);
+
+/// How often the watchdog looks for pauses.
+pub const TICK_EVERY: Duration = Duration::from_millis(100);
+
+/// The payload prefix of a node's marker to itself (on its acknowledgement channel).
+const MARKER: &str = "sync ";
 
 /// The database's clock in milliseconds: heartbeats are compared on one clock.
 const NOW_MS: &str = "(EXTRACT(EPOCH FROM clock_timestamp()) * 1000)::bigint";
@@ -234,6 +253,24 @@ struct Shared {
     waiters: Mutex<HashMap<u64, Waiter>>,
     /// Whether the `LISTEN` connection is up; while it is down nobody waits.
     listening: AtomicBool,
+    /// When the watchdog last ran, in nanoseconds since [`epoch`].
+    last_tick: AtomicU64,
+    /// Set when the node may have missed changes; cleared when its marker came back.
+    behind: AtomicBool,
+    /// The marker the node waits for while behind.
+    marker: AtomicU64,
+    /// Asks the listening session to send the marker.
+    sync: tokio::sync::Notify,
+}
+
+/// The instant the watchdog's ticks are measured from.
+fn epoch() -> std::time::Instant {
+    static EPOCH: std::sync::OnceLock<std::time::Instant> = std::sync::OnceLock::new();
+    *EPOCH.get_or_init(std::time::Instant::now)
+}
+
+fn nanos_now() -> u64 {
+    u64::try_from(epoch().elapsed().as_nanos()).unwrap_or(u64::MAX)
 }
 
 fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
@@ -274,6 +311,49 @@ impl Shared {
     fn release_waiters(&self) {
         lock(&self.waiters).clear();
     }
+
+    /// The node may have missed changes: distrust the caches until a new marker is back.
+    fn fall_behind(&self) {
+        self.marker.fetch_add(1, Ordering::SeqCst);
+        self.behind.store(true, Ordering::SeqCst);
+        self.sync.notify_one();
+    }
+
+    /// Marker `token` came back: every change committed before it was applied.
+    fn marker_back(&self, token: u64) {
+        if token == self.marker.load(Ordering::SeqCst) && self.behind.swap(false, Ordering::SeqCst)
+        {
+            tracing::info!("caught up with the registry's changes; cached keys are trusted again");
+        }
+    }
+
+    /// Whether the caches may be trusted: listening, not behind, and not paused just now
+    /// (checked here too, since a request may run before the watchdog after a pause).
+    fn caches_current(&self) -> bool {
+        let since_tick = nanos_now().saturating_sub(self.last_tick.load(Ordering::SeqCst));
+        self.listening.load(Ordering::SeqCst)
+            && !self.behind.load(Ordering::SeqCst)
+            && u128::from(since_tick) <= STALL_BOUND.as_nanos()
+    }
+}
+
+/// Tick every [`TICK_EVERY`]; a tick that comes [`STALL_BOUND`] late means the node was
+/// paused or starved, and may have missed changes.
+async fn watchdog(shared: Arc<Shared>) {
+    loop {
+        tokio::time::sleep(TICK_EVERY).await;
+        let now = nanos_now();
+        let gap = now.saturating_sub(shared.last_tick.load(Ordering::SeqCst));
+        if u128::from(gap) > STALL_BOUND.as_nanos() {
+            tracing::warn!(
+                paused_ms = gap / 1_000_000,
+                "this node was paused or starved: cached keys are not trusted until it has caught up with the registry's changes"
+            );
+            // Before the tick is stored: whoever sees the fresh tick also sees `behind`.
+            shared.fall_behind();
+        }
+        shared.last_tick.store(now, Ordering::SeqCst);
+    }
 }
 
 /// The registry's side of the feed: listeners, publishing changes, the listening task.
@@ -281,6 +361,7 @@ pub(crate) struct Feed {
     shared: Arc<Shared>,
     db: PgDatabase,
     listener: Mutex<Option<AbortOnDrop>>,
+    _watchdog: AbortOnDrop,
 }
 
 impl fmt::Debug for Feed {
@@ -311,15 +392,27 @@ impl Feed {
             listeners: Mutex::new(Vec::new()),
             waiters: Mutex::new(HashMap::new()),
             listening: AtomicBool::new(false),
+            last_tick: AtomicU64::new(nanos_now()),
+            behind: AtomicBool::new(false),
+            marker: AtomicU64::new(0),
+            sync: tokio::sync::Notify::new(),
         });
         let session = Session::open(db, &shared).await?;
         shared.listening.store(true, Ordering::SeqCst);
         let listener = tokio::spawn(listen(Arc::clone(&shared), db.clone(), session));
+        let watchdog = AbortOnDrop(tokio::spawn(watchdog(Arc::clone(&shared))));
         Ok(Self {
             shared,
             db: db.clone(),
             listener: Mutex::new(Some(AbortOnDrop(listener))),
+            _watchdog: watchdog,
         })
+    }
+
+    /// Whether this node's caches of keys may be trusted now (see the module
+    /// documentation).
+    pub(crate) fn caches_current(&self) -> bool {
+        self.shared.caches_current()
     }
 
     /// Call `listener` with every change from now on.
@@ -520,6 +613,11 @@ impl Session {
                     Some(Event::Lost(why)) => return why,
                     None => return "the connection closed".to_owned(),
                 },
+                () = shared.sync.notified() => {
+                    if let Err(e) = self.send_marker(shared).await {
+                        return e;
+                    }
+                }
                 _ = beat.tick() => {
                     match tokio::time::timeout(HEARTBEAT_TIMEOUT, self.heartbeat(&shared.node)).await {
                         Ok(Ok(())) => {}
@@ -531,10 +629,32 @@ impl Session {
         }
     }
 
-    /// A notification: a change (apply it, then acknowledge it to its writer) or an
-    /// acknowledgement of one of this node's changes.
+    /// Send this node the marker it waits for (see [`Shared::fall_behind`]).
+    async fn send_marker(&self, shared: &Shared) -> Result<(), String> {
+        let token = shared.marker.load(Ordering::SeqCst);
+        self.client
+            .execute(
+                "SELECT pg_notify($1, $2)",
+                &[
+                    &shared.ack_channel(&shared.node),
+                    &format!("{MARKER}{token}"),
+                ],
+            )
+            .await
+            .map(|_| ())
+            .map_err(|e| format!("sending a marker failed: {e}"))
+    }
+
+    /// A notification: a change (apply it, then acknowledge it to its writer), an
+    /// acknowledgement of one of this node's changes, or this node's marker.
     async fn receive(&self, shared: &Shared, channel: &str, payload: &str) -> Result<(), String> {
         if channel != shared.channel {
+            if let Some(token) = payload.strip_prefix(MARKER) {
+                if let Ok(token) = token.parse() {
+                    shared.marker_back(token);
+                }
+                return Ok(());
+            }
             if let Some((node, seq)) = payload.split_once(' ')
                 && let Ok(seq) = seq.parse()
             {
@@ -593,6 +713,9 @@ async fn listen(shared: Arc<Shared>, db: PgDatabase, first: Session) {
                     shared.listening.store(true, Ordering::SeqCst);
                     tracing::info!(channel = %shared.channel, "listening for registry changes again; caches resync");
                     shared.apply(&RegistryChange::Resync);
+                    if shared.behind.load(Ordering::SeqCst) {
+                        shared.sync.notify_one();
+                    }
                     backoff = MIN_BACKOFF;
                     s
                 }
@@ -684,6 +807,10 @@ mod tests {
             listeners: Mutex::new(Vec::new()),
             waiters: Mutex::new(HashMap::new()),
             listening: AtomicBool::new(true),
+            last_tick: AtomicU64::new(nanos_now()),
+            behind: AtomicBool::new(false),
+            marker: AtomicU64::new(0),
+            sync: tokio::sync::Notify::new(),
         });
         let live: HashSet<String> = ["me", "b", "c"].map(String::from).into();
         let mut ticket = Ticket::register(&shared, 4, live);
@@ -699,5 +826,39 @@ mod tests {
         shared.listening.store(false, Ordering::SeqCst);
         let ticket = Ticket::register(&shared, 6, ["b".to_owned()].into());
         assert!(ticket.done.is_none() && lock(&shared.waiters).is_empty());
+    }
+
+    #[test]
+    fn caches_are_distrusted_from_a_pause_until_the_latest_marker_is_back() {
+        let shared = Shared {
+            node: "me".into(),
+            channel: "quintet_x".into(),
+            next_seq: AtomicU64::new(0),
+            listeners: Mutex::new(Vec::new()),
+            waiters: Mutex::new(HashMap::new()),
+            listening: AtomicBool::new(true),
+            last_tick: AtomicU64::new(nanos_now()),
+            behind: AtomicBool::new(false),
+            marker: AtomicU64::new(0),
+            sync: tokio::sync::Notify::new(),
+        };
+        assert!(shared.caches_current());
+        // A watchdog tick far in the past: the node was paused.
+        shared.last_tick.store(0, Ordering::SeqCst);
+        std::thread::sleep(STALL_BOUND + Duration::from_millis(10));
+        assert!(!shared.caches_current(), "a late tick alone distrusts");
+        shared.last_tick.store(nanos_now(), Ordering::SeqCst);
+        shared.fall_behind();
+        shared.fall_behind();
+        assert!(!shared.caches_current());
+        shared.marker_back(1);
+        assert!(!shared.caches_current(), "an older marker is not enough");
+        shared.marker_back(2);
+        assert!(shared.caches_current());
+        shared.listening.store(false, Ordering::SeqCst);
+        assert!(
+            !shared.caches_current(),
+            "a node not listening cannot vouch"
+        );
     }
 }

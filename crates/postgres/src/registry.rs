@@ -394,6 +394,39 @@ impl Registry for PgRegistry {
             .collect()
     }
 
+    async fn instances_for_sweep(&self) -> Result<(Vec<Instance>, InstanceId)> {
+        let mut client = self.db.client().await?;
+        let tx = client.transaction().await.map_err(pg_error)?;
+        // SHARE waits for every transaction inserting or deleting instances to finish and
+        // keeps new ones out until this one ends: every id the sequence handed out so far
+        // is then either listed or gone for good.
+        tx.batch_execute("LOCK TABLE quintet_instances IN SHARE MODE")
+            .await
+            .map_err(pg_error)?;
+        let rows = tx
+            .query(
+                &format!("SELECT {INSTANCE_COLUMNS} FROM quintet_instances"),
+                &[],
+            )
+            .await
+            .map_err(pg_error)?;
+        let all = rows
+            .iter()
+            .map(|r| instance_from_row(r, &self.ring))
+            .collect::<Result<Vec<_>>>()?;
+        let highest: Option<i64> = tx
+            .query_one(
+                "SELECT pg_sequence_last_value(\
+                 pg_get_serial_sequence('quintet_instances', 'id')::regclass)",
+                &[],
+            )
+            .await
+            .map_err(pg_error)?
+            .get(0);
+        tx.commit().await.map_err(pg_error)?;
+        Ok((all, InstanceId(highest.unwrap_or(0))))
+    }
+
     async fn create_account(&self, name: &AccountName, plan: Plan) -> Result<Account> {
         let created_ms = self.clock.now_ms();
         self.db
@@ -755,6 +788,14 @@ impl Registry for PgRegistry {
 
     fn subscribe(&self, listener: Weak<dyn ChangeListener>) {
         self.feed.subscribe(listener);
+    }
+
+    fn caches_current(&self) -> bool {
+        self.feed.caches_current()
+    }
+
+    async fn ready(&self) -> Result<()> {
+        self.db.ping().await
     }
 
     async fn close(&self) -> Result<()> {

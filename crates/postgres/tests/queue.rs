@@ -325,7 +325,11 @@ async fn the_sweep_keeps_queues_the_registry_in_the_schema_records() {
     q.create_instance(&recorded).await.unwrap();
     let orphan = fresh(&q).await;
     // A sweep whose listing predates `recorded` (created through another node meanwhile).
-    assert_eq!(q.sweep(&[]).await.unwrap(), 1, "only the orphan");
+    assert_eq!(
+        q.sweep(&quintet_core::ports::Keep::only([])).await.unwrap(),
+        1,
+        "only the orphan"
+    );
     q.enqueue(&recorded, &body(1), None, 1_000).await.unwrap();
     assert!(matches!(
         q.enqueue(&orphan, &body(1), None, 1_000).await,

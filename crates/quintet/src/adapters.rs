@@ -217,6 +217,32 @@ impl Adapters {
         Ok(adapters)
     }
 
+    /// Give every engine client `timeout` to open a connection (`--engine-connect-timeout`).
+    pub fn set_connect_timeout(&mut self, timeout: std::time::Duration) {
+        for place in [
+            &mut self.registry,
+            &mut self.data,
+            &mut self.queue,
+            &mut self.search,
+        ] {
+            #[cfg(feature = "postgres")]
+            if let Place::Shared(config) = place {
+                config.connect_timeout = timeout;
+            }
+            #[cfg(not(feature = "postgres"))]
+            let _ = place;
+        }
+        #[cfg(feature = "redis")]
+        if let Place::Shared(config) = &mut self.cache {
+            config.connect_timeout = timeout;
+        }
+        #[cfg(feature = "s3")]
+        if let Place::Shared(config) = &mut self.storage {
+            config.connect_timeout = timeout;
+        }
+        let _ = timeout;
+    }
+
     /// Refuse combinations that cannot work: contents shared by nodes need the registry
     /// they share.
     pub fn check(&self) -> anyhow::Result<()> {

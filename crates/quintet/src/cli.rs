@@ -27,7 +27,10 @@ use quintet_core::keys::Secret;
 use quintet_server::config::{DomainAuth, PrivateTargets, TlsFiles};
 use serde::{Deserialize, Serialize};
 
-use crate::adapters::{self, Adapters};
+use crate::{
+    adapters::{self, Adapters},
+    limits::{LimitArgs, Limits},
+};
 
 /// How domain-form requests are authenticated.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum, Serialize, Deserialize)]
@@ -345,6 +348,39 @@ pub struct ServeArgs {
     /// Log format [default: text]
     #[arg(long, value_name = "FORMAT")]
     pub log_format: Option<LogFormat>,
+
+    /// Seconds a request body may pause, and the time every body starts with; each
+    /// --body-min-rate bytes received earn another second, so uploads that keep moving
+    /// finish however large they are [default: 30]
+    #[arg(long, value_name = "SECONDS")]
+    pub body_timeout: Option<u64>,
+
+    /// Bytes per second that earn a request body another second; 0 counts pauses only
+    /// [default: 1024]
+    #[arg(long, value_name = "BYTES")]
+    pub body_min_rate: Option<u64>,
+
+    /// Most connections open at once; more are closed as they arrive [default: half the
+    /// process' open-file limit]
+    #[arg(long, value_name = "N")]
+    pub max_connections: Option<usize>,
+
+    /// Most connections open at once from one client address (IPv6: per /64); 0 for no
+    /// bound, e.g. behind a proxy whose address every connection comes from [default: 256,
+    /// or a quarter of --max-connections when lower]
+    #[arg(long, value_name = "N")]
+    pub max_connections_per_client: Option<usize>,
+
+    /// Bytes of free disk space kept for deletes: writes to the data directory answer 507
+    /// while less is free, and deletes go on [default: 5 % of the data directory's file
+    /// system, at most 64 MiB]
+    #[arg(long, value_name = "BYTES")]
+    pub disk_reserve: Option<u64>,
+
+    /// Milliseconds to open a connection to PostgreSQL, Redis or S3; an engine that does
+    /// not answer in time counts as down [default: 2000]
+    #[arg(long, value_name = "MS")]
+    pub engine_connect_timeout: Option<u64>,
 }
 
 /// Shortest admin token accepted.
@@ -378,9 +414,23 @@ pub struct ServeConfig {
     pub log: String,
     /// Log format.
     pub log_format: LogFormat,
+    /// Bounds on connections, bodies, disk use and engine connections.
+    pub limits: Limits,
 }
 
 impl ServeArgs {
+    /// The settings of [`crate::limits`].
+    pub(crate) fn limits(&self) -> LimitArgs {
+        LimitArgs {
+            body_timeout: self.body_timeout,
+            body_min_rate: self.body_min_rate,
+            max_connections: self.max_connections,
+            max_connections_per_client: self.max_connections_per_client,
+            disk_reserve: self.disk_reserve,
+            engine_connect_timeout: self.engine_connect_timeout,
+        }
+    }
+
     /// These settings over `file`'s: each setting given here wins, the file fills the rest.
     pub fn over(self, file: ServeArgs) -> anyhow::Result<ServeArgs> {
         let config = self.config.clone();
@@ -415,6 +465,7 @@ impl ServeArgs {
     pub fn resolve(self) -> anyhow::Result<ServeConfig> {
         let s = self.with_file()?;
         let defaults = quintet_server::Config::default();
+        let limits = s.limits().resolve(crate::limits::fd_limit())?;
         let max_json_depth = s.max_json_depth.unwrap_or(defaults.max_json_depth);
         if max_json_depth == 0 {
             bail!("max-json-depth must be at least 1");
@@ -470,6 +521,8 @@ impl ServeArgs {
             },
             |var| std::env::var(var).ok(),
         )?;
+        let mut adapters = adapters;
+        adapters.set_connect_timeout(limits.engine_connect_timeout);
         let cache_max_bytes = s.cache_max_bytes;
         if cache_max_bytes == Some(0) {
             bail!("cache-max-bytes must be at least 1; leave it unset for no limit");
@@ -539,6 +592,7 @@ impl ServeArgs {
                     .queue_backoff_ms
                     .map(Duration::from_millis)
                     .unwrap_or(defaults.queue_backoff),
+                connections: limits.connections.clone(),
             },
             data_dir,
             admin_token,
@@ -551,6 +605,7 @@ impl ServeArgs {
             adapters,
             log: s.log.unwrap_or_else(|| "info".to_owned()),
             log_format: s.log_format.unwrap_or(LogFormat::Text),
+            limits,
         })
     }
 }

@@ -13,6 +13,7 @@ pub mod cert;
 pub mod cli;
 pub mod command;
 pub mod discovery;
+pub mod limits;
 pub mod master_key;
 pub mod node;
 pub mod open;

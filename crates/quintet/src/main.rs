@@ -14,6 +14,14 @@ use quintet_core::SystemClock;
 use tracing_subscriber::EnvFilter;
 
 fn main() -> ExitCode {
+    // Before the settings are resolved: the default connection bound derives from it.
+    quintet::limits::raise_fd_limit();
+    // Crash tests stop a debug build at an exact point (see quintet_server::failpoint).
+    if cfg!(debug_assertions)
+        && let Ok(point) = std::env::var("QUINTET_FAILPOINT")
+    {
+        quintet_server::failpoint::arm(&point);
+    }
     let cli = command::parse();
     let result = match cli.command {
         Command::Serve(args) => {

@@ -118,6 +118,7 @@ async fn assemble(
         &config.adapters,
         dir,
         &config.cache,
+        config.limits.disk_reserve,
         Arc::clone(&clock),
         Arc::clone(&ring),
         // Before the start-up sweep, which trusts the registry to know every instance.

@@ -17,7 +17,7 @@ use quintet_core::{
         storage::ObjectStorage,
     },
 };
-use quintet_embedded::{cache::CacheOptions, datadir::DataDir};
+use quintet_embedded::{cache::CacheOptions, datadir::DataDir, disk::DiskSpace};
 use quintet_server::Services;
 
 use crate::adapters::{Adapters, PgConfig, Place, RedisConfig, S3Config};
@@ -41,6 +41,7 @@ pub async fn open(
     adapters: &Adapters,
     dir: &DataDir,
     cache: &CacheOptions,
+    disk_reserve: Option<u64>,
     clock: Arc<dyn Clock>,
     ring: Arc<Keyring>,
     accept: impl FnOnce(&str) -> anyhow::Result<()>,
@@ -58,6 +59,8 @@ pub async fn open(
         clock: shared.clock,
         cache,
         ring,
+        disk: std::cell::OnceCell::new(),
+        disk_reserve,
     };
     let services = Services {
         registry: registry.map_or_else(|| local.registry(), Ok)?,
@@ -80,38 +83,59 @@ struct Local<'a> {
     cache: &'a CacheOptions,
     /// Seals the registry's secrets, and signs pre-signed URLs.
     ring: Arc<Keyring>,
+    /// The free space every embedded store admits its writes by, measured on first use.
+    disk: std::cell::OnceCell<Arc<DiskSpace>>,
+    disk_reserve: Option<u64>,
 }
 
 impl Local<'_> {
     fn registry(&self) -> anyhow::Result<Arc<dyn Registry>> {
-        Ok(Arc::new(
-            self.dir.registry(self.clock(), Arc::clone(&self.ring))?,
-        ))
+        Ok(Arc::new(self.dir.registry(
+            self.clock(),
+            Arc::clone(&self.ring),
+            self.disk()?,
+        )?))
     }
 
     fn data(&self) -> anyhow::Result<Arc<dyn DocStore>> {
-        Ok(Arc::new(self.dir.data(self.clock())?))
+        Ok(Arc::new(self.dir.data(self.clock(), self.disk()?)?))
     }
 
     fn cache(&self) -> anyhow::Result<Arc<dyn Cache>> {
-        Ok(Arc::new(self.dir.cache(self.clock(), self.cache)?))
+        Ok(Arc::new(self.dir.cache(
+            self.clock(),
+            self.cache,
+            self.disk()?,
+        )?))
     }
 
     fn search(&self) -> anyhow::Result<Arc<dyn SearchIndex>> {
-        Ok(Arc::new(self.dir.search()?))
+        Ok(Arc::new(self.dir.search(self.disk()?)?))
     }
 
     fn queue(&self) -> anyhow::Result<Arc<dyn JobQueue>> {
-        Ok(Arc::new(self.dir.queue()?))
+        Ok(Arc::new(self.dir.queue(self.disk()?)?))
     }
 
     fn storage(&self) -> anyhow::Result<Arc<dyn ObjectStorage>> {
         let signer = UrlSigner::from_keyring(&self.ring);
-        Ok(Arc::new(self.dir.storage(self.clock(), signer)?))
+        Ok(Arc::new(self.dir.storage(
+            self.clock(),
+            signer,
+            self.disk()?,
+        )?))
     }
 
     fn clock(&self) -> Arc<dyn Clock> {
         Arc::clone(&self.clock)
+    }
+
+    fn disk(&self) -> anyhow::Result<&Arc<DiskSpace>> {
+        if let Some(disk) = self.disk.get() {
+            return Ok(disk);
+        }
+        let disk = Arc::new(self.dir.disk(self.disk_reserve)?);
+        Ok(self.disk.get_or_init(|| disk))
     }
 }
 

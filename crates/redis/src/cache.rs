@@ -8,18 +8,19 @@
 //! Every write that gives an entry a TTL sets the Redis expiry (`PX`) in the same `SET`,
 //! so the value and its expiry are never apart. How entries are laid out: [`crate::keys`].
 
-use std::{collections::HashSet, fmt, sync::Arc};
+use std::{fmt, sync::Arc, time::Duration};
 
 use async_trait::async_trait;
 use quintet_core::{
-    Clock, Instance, InstanceId, Result,
+    Clock, Error, Instance, InstanceId, Result,
+    breaker::{self, Breaker},
     cache::{CacheKey, CacheValue, Glob, Ttl, existing_key, missing_key},
     ports::{
-        Lifecycle,
+        Keep, Lifecycle,
         cache::{Cache, CacheEntry, SetMode},
     },
 };
-use redis::{AsyncCommands as _, Script, aio::ConnectionManager};
+use redis::{AsyncCommands as _, RedisError, Script, aio::ConnectionManager};
 
 use crate::{
     RedisConfig,
@@ -33,6 +34,9 @@ pub const DEFAULT_SCAN_COUNT: usize = 1_000;
 
 /// Values fetched per `MGET` (values may be up to 10 MiB each).
 const MGET_BATCH: usize = 100;
+
+/// Longest a probe of an open breaker (or a readiness check) waits for `PING`.
+const PROBE_TIMEOUT: Duration = Duration::from_secs(2);
 
 /// The Lua shared by the scripts: the header of the live entry at `k`, or `false`.
 const LIVE: &str = r"
@@ -99,6 +103,9 @@ pub struct RedisCache {
     set: Arc<Script>,
     remove: Arc<Script>,
     shown_url: String,
+    /// Open while Redis cannot be reached: calls fail at once (see
+    /// [`quintet_core::breaker`]).
+    breaker: Arc<Breaker>,
 }
 
 impl fmt::Debug for RedisCache {
@@ -116,9 +123,13 @@ impl RedisCache {
     /// [`quintet_core::Error::Unavailable`] when Redis cannot be reached.
     pub async fn connect(config: &RedisConfig, clock: Arc<dyn Clock>) -> Result<Self> {
         let client = config.client()?;
+        // No reconnection retries inside a call (the default's six took about 9 s per call
+        // while Redis was down): a call that cannot connect fails, opens the breaker, and
+        // the breaker's probe reconnects in the background.
         let manager = redis::aio::ConnectionManagerConfig::new()
-            .set_connection_timeout(Some(config.timeout))
-            .set_response_timeout(Some(config.timeout));
+            .set_connection_timeout(Some(config.connect_timeout))
+            .set_response_timeout(Some(config.timeout))
+            .set_number_of_retries(0);
         let conn = client
             .get_connection_manager_with_config(manager)
             .await
@@ -133,10 +144,11 @@ impl RedisCache {
             set: script(SET),
             remove: script(REMOVE),
             shown_url: config.redacted_url(),
+            breaker: Arc::new(Breaker::new(format!("Redis at {}", config.redacted_url()))),
         };
         // A round trip now, so that a wrong address or password fails at start-up.
         let _: String = redis::cmd("PING")
-            .query_async(&mut cache.conn())
+            .query_async(&mut cache.conn()?)
             .await
             .map_err(redis_error)?;
         Ok(cache)
@@ -153,15 +165,79 @@ impl RedisCache {
         &self.layout
     }
 
-    fn conn(&self) -> ConnectionManager {
-        // A handle on the one multiplexed connection: cloning is cheap.
-        self.conn.clone()
+    /// A handle on the one multiplexed connection (cloning is cheap), unless the breaker
+    /// is open.
+    fn conn(&self) -> Result<ConnectionManager> {
+        self.breaker.check()?;
+        Ok(self.conn.clone())
+    }
+
+    /// The breaker of this node's calls to Redis.
+    pub fn breaker(&self) -> &Breaker {
+        &self.breaker
+    }
+
+    /// Whether Redis answers now: `PING`, bounded in time.
+    pub async fn ping(&self) -> Result<()> {
+        let mut conn = self.conn()?;
+        let cmd = redis::cmd("PING");
+        let ping = cmd.query_async::<String>(&mut conn);
+        match tokio::time::timeout(PROBE_TIMEOUT, ping).await {
+            Ok(Ok(_)) => Ok(()),
+            Ok(Err(e)) => Err(self.failed(e)),
+            Err(_) => Err(Error::Unavailable(format!(
+                "{} did not answer within {PROBE_TIMEOUT:?}",
+                self.breaker.engine()
+            ))),
+        }
+    }
+
+    /// `e` as the caller's error; when it says Redis could not be reached, the breaker
+    /// opens and probes until Redis answers again.
+    fn failed(&self, e: RedisError) -> Error {
+        let unreachable = e.is_connection_refusal()
+            || e.is_io_error()
+            || e.is_timeout()
+            || e.is_connection_dropped();
+        if unreachable && self.breaker.trip(&e) {
+            tracing::error!(
+                url = %self.shown_url,
+                error = %e,
+                "Redis is unreachable: calls that need it answer 503 until it answers again"
+            );
+            let (conn, breaker, url) = (
+                self.conn.clone(),
+                Arc::clone(&self.breaker),
+                self.shown_url.clone(),
+            );
+            tokio::spawn(async move {
+                let probe = move || {
+                    let mut conn = conn.clone();
+                    async move {
+                        let cmd = redis::cmd("PING");
+                        let ping = cmd.query_async::<String>(&mut conn);
+                        match tokio::time::timeout(PROBE_TIMEOUT, ping).await {
+                            Ok(Ok(_)) => Ok(()),
+                            Ok(Err(e)) => Err(Error::Unavailable(e.to_string())),
+                            Err(_) => Err(Error::Unavailable("probe timed out".into())),
+                        }
+                    }
+                };
+                breaker::recover(&breaker, probe, tokio::time::sleep, |probing| {
+                    if !probing {
+                        tracing::info!(url = %url, "Redis answers again");
+                    }
+                })
+                .await;
+            });
+        }
+        redis_error(e)
     }
 
     /// Every key matching the `SCAN MATCH` pattern `pattern`, one `SCAN` step at a time,
     /// each page handed to `page` (which may delete what it is given).
     async fn scan(&self, pattern: &str, mut page: impl AsyncPage) -> Result<()> {
-        let mut conn = self.conn();
+        let mut conn = self.conn()?;
         let mut cursor: u64 = 0;
         loop {
             let (next, keys): (u64, Vec<String>) = redis::cmd("SCAN")
@@ -172,7 +248,7 @@ impl RedisCache {
                 .arg(self.scan_count)
                 .query_async(&mut conn)
                 .await
-                .map_err(redis_error)?;
+                .map_err(|e| self.failed(e))?;
             if !keys.is_empty() {
                 page.take(&mut conn, keys).await?;
             }
@@ -186,10 +262,10 @@ impl RedisCache {
     async fn drop_id(&self, id: InstanceId) -> Result<()> {
         self.scan(&self.layout.all_of(id), Unlink).await?;
         let _: i64 = self
-            .conn()
+            .conn()?
             .srem(self.layout.instances(), id.0)
             .await
-            .map_err(redis_error)?;
+            .map_err(|e| self.failed(e))?;
         Ok(())
     }
 }
@@ -282,9 +358,9 @@ impl Cache for RedisCache {
             .arg(now)
             .arg(stored)
             .arg(px)
-            .invoke_async(&mut self.conn())
+            .invoke_async(&mut self.conn()?)
             .await
-            .map_err(redis_error)?;
+            .map_err(|e| self.failed(e))?;
         if added == 1 {
             Ok(())
         } else {
@@ -295,10 +371,10 @@ impl Cache for RedisCache {
     async fn get(&self, instance: &Instance, key: &CacheKey) -> Result<Option<CacheValue>> {
         let now = self.clock.now_ms();
         let stored: Option<Vec<u8>> = self
-            .conn()
+            .conn()?
             .get(self.layout.entry(instance.id, key))
             .await
-            .map_err(redis_error)?;
+            .map_err(|e| self.failed(e))?;
         let Some(stored) = stored else {
             return Ok(None);
         };
@@ -332,9 +408,9 @@ impl Cache for RedisCache {
             .arg(stored)
             .arg(px)
             .arg(mode_arg)
-            .invoke_async(&mut self.conn())
+            .invoke_async(&mut self.conn()?)
             .await
-            .map_err(redis_error)?;
+            .map_err(|e| self.failed(e))?;
         if written == 1 {
             Ok(())
         } else {
@@ -348,9 +424,9 @@ impl Cache for RedisCache {
             .remove
             .key(self.layout.entry(instance.id, key))
             .arg(now)
-            .invoke_async(&mut self.conn())
+            .invoke_async(&mut self.conn()?)
             .await
-            .map_err(redis_error)?;
+            .map_err(|e| self.failed(e))?;
         if removed == 1 {
             Ok(())
         } else {
@@ -390,7 +466,7 @@ impl Cache for RedisCache {
         keys.sort_unstable_by(|a, b| a.0.cmp(&b.0));
         keys.dedup_by(|a, b| a.0 == b.0);
 
-        let mut conn = self.conn();
+        let mut conn = self.conn()?;
         let mut entries = Vec::with_capacity(keys.len());
         for batch in keys.chunks(MGET_BATCH) {
             let names: Vec<&str> = batch.iter().map(|(_, k)| k.as_str()).collect();
@@ -398,7 +474,7 @@ impl Cache for RedisCache {
                 .arg(&names)
                 .query_async(&mut conn)
                 .await
-                .map_err(redis_error)?;
+                .map_err(|e| self.failed(e))?;
             for ((key, _), stored) in batch.iter().zip(values) {
                 // Gone since the scan (removed, or expired by Redis): not in the answer.
                 let Some((expires_at, value)) = stored.and_then(keys::decode) else {
@@ -420,10 +496,10 @@ impl Cache for RedisCache {
 impl Lifecycle for RedisCache {
     async fn create_instance(&self, instance: &Instance) -> Result<()> {
         let _: i64 = self
-            .conn()
+            .conn()?
             .sadd(self.layout.instances(), instance.id.0)
             .await
-            .map_err(redis_error)?;
+            .map_err(|e| self.failed(e))?;
         Ok(())
     }
 
@@ -431,15 +507,14 @@ impl Lifecycle for RedisCache {
         self.drop_id(instance.id).await
     }
 
-    async fn sweep(&self, live: &[InstanceId]) -> Result<usize> {
+    async fn sweep(&self, keep: &Keep) -> Result<usize> {
         let known: Vec<i64> = self
-            .conn()
+            .conn()?
             .smembers(self.layout.instances())
             .await
-            .map_err(redis_error)?;
-        let live: HashSet<i64> = live.iter().map(|id| id.0).collect();
+            .map_err(|e| self.failed(e))?;
         let mut removed = 0;
-        for id in known.into_iter().filter(|id| !live.contains(id)) {
+        for id in known.into_iter().filter(|id| !keep.keeps(InstanceId(*id))) {
             self.drop_id(InstanceId(id)).await?;
             removed += 1;
         }
@@ -447,6 +522,10 @@ impl Lifecycle for RedisCache {
             tracing::info!(removed, "removed the cache entries of deleted instances");
         }
         Ok(removed)
+    }
+
+    async fn ready(&self) -> Result<()> {
+        self.ping().await
     }
 
     async fn close(&self) -> Result<()> {

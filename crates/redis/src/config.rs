@@ -4,8 +4,12 @@ use std::{fmt, time::Duration};
 
 use quintet_core::{Error, Result};
 
-/// How long connecting, and each command, may take unless configured.
+/// How long each command may take unless configured.
 pub const DEFAULT_TIMEOUT: Duration = Duration::from_secs(10);
+
+/// How long opening a connection may take unless configured: short, so that an
+/// unreachable Redis is noticed in seconds (see the cache's breaker).
+pub const DEFAULT_CONNECT_TIMEOUT: Duration = Duration::from_secs(2);
 
 /// Key prefix used unless configured.
 pub const DEFAULT_PREFIX: &str = "quintet:";
@@ -21,8 +25,11 @@ pub struct RedisConfig {
     pub url: String,
     /// The text every key starts with (see [`crate::keys`]).
     pub prefix: String,
-    /// How long connecting, and each command, may take before the request answers 503.
+    /// How long each command may take before the request answers 503.
     pub timeout: Duration,
+    /// How long opening a connection may take; a Redis that does not answer in time counts
+    /// as down.
+    pub connect_timeout: Duration,
 }
 
 impl RedisConfig {
@@ -33,6 +40,7 @@ impl RedisConfig {
             url: url.to_owned(),
             prefix: DEFAULT_PREFIX.to_owned(),
             timeout: DEFAULT_TIMEOUT,
+            connect_timeout: DEFAULT_CONNECT_TIMEOUT,
         };
         config.client()?;
         Ok(config)
@@ -79,6 +87,7 @@ impl fmt::Debug for RedisConfig {
             .field("url", &self.redacted_url())
             .field("prefix", &self.prefix)
             .field("timeout", &self.timeout)
+            .field("connect_timeout", &self.connect_timeout)
             .finish()
     }
 }

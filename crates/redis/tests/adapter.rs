@@ -344,12 +344,24 @@ async fn sweep_removes_the_keys_of_unknown_instances() {
     for inst in [&live, &orphan] {
         cache.add(inst, &key("k"), value("{}"), None).await.unwrap();
     }
-    assert_eq!(cache.sweep(&[live.id]).await.unwrap(), 1);
+    assert_eq!(
+        cache
+            .sweep(&quintet_core::ports::Keep::only([live.id]))
+            .await
+            .unwrap(),
+        1
+    );
     assert_eq!(
         raw_keys(&mut raw, &format!("{p}cache:*")).await,
         [format!("{p}cache:40:k")]
     );
-    assert_eq!(cache.sweep(&[live.id]).await.unwrap(), 0);
+    assert_eq!(
+        cache
+            .sweep(&quintet_core::ports::Keep::only([live.id]))
+            .await
+            .unwrap(),
+        0
+    );
     cache.drop_instance(&live).await.unwrap();
 }
 

@@ -1,11 +1,14 @@
 //! Where the objects live: `s3://bucket[/prefix]?endpoint=…&region=…`.
 
-use std::fmt;
+use std::{fmt, time::Duration};
 
 use url::Url;
 
 /// Region signed for when the URL names none.
 pub const DEFAULT_REGION: &str = "us-east-1";
+
+/// How long opening a connection to the store may take, unless configured.
+pub const DEFAULT_CONNECT_TIMEOUT: Duration = Duration::from_secs(2);
 
 /// The settings of one S3-compatible store.
 ///
@@ -28,6 +31,9 @@ pub struct S3Config {
     pub access_key_id: Option<String>,
     /// The secret access key.
     pub secret_access_key: Option<String>,
+    /// How long opening a connection may take; a store that does not answer in time
+    /// counts as down.
+    pub connect_timeout: Duration,
 }
 
 /// Why an `s3://` URL was refused.
@@ -76,6 +82,7 @@ impl S3Config {
             region: DEFAULT_REGION.to_owned(),
             access_key_id: None,
             secret_access_key: None,
+            connect_timeout: DEFAULT_CONNECT_TIMEOUT,
         };
         for (name, v) in url.query_pairs() {
             let v = v.trim().to_owned();
@@ -137,6 +144,7 @@ impl fmt::Debug for S3Config {
                 "secret_access_key",
                 &self.secret_access_key.as_ref().map(|_| "***"),
             )
+            .field("connect_timeout", &self.connect_timeout)
             .finish()
     }
 }

@@ -23,7 +23,7 @@ pub fn s3_error(op: &'static str, e: object_store::Error) -> Error {
                 .into(),
         ),
         object_store::Error::Generic { .. } => {
-            Error::Unavailable("the S3 store did not answer the request; try again".into())
+            Error::Unavailable("the S3 store is unreachable or failing; retry shortly".into())
         }
         other => Error::internal(format!("S3 {op}: {other}")),
     }

@@ -33,9 +33,9 @@ use async_trait::async_trait;
 use bytes::Bytes;
 use futures_util::{StreamExt, TryStreamExt, stream};
 use object_store::{
-    Attribute, AttributeValue, Attributes, BackoffConfig, GetOptions, GetRange, GetResult,
-    ObjectStore, ObjectStoreExt, PutMultipartOptions, PutOptions, PutPayload, RetryConfig,
-    WriteMultipart,
+    Attribute, AttributeValue, Attributes, BackoffConfig, ClientOptions, GetOptions, GetRange,
+    GetResult, ObjectStore, ObjectStoreExt, PutMultipartOptions, PutOptions, PutPayload,
+    RetryConfig, WriteMultipart,
     aws::{AmazonS3, AmazonS3Builder},
     list::{PaginatedListOptions, PaginatedListStore},
     path::Path,
@@ -43,9 +43,10 @@ use object_store::{
 };
 use quintet_core::{
     Error, Instance, InstanceId, Result,
+    breaker::{self, Breaker},
     object::{DEFAULT_CONTENT_TYPE, ObjectPath, PresignMethod, RangeSpec},
     ports::{
-        Lifecycle,
+        Keep, Lifecycle,
         storage::{
             BlobStore, ByteStream, ListQuery, Object, ObjectMeta, Presign, object_missing,
             upload_interrupted,
@@ -70,6 +71,11 @@ const RETRIES: usize = 3;
 /// No retry after this long from the first attempt, so an unreachable store answers
 /// requests (and a start-up check) with an error in seconds rather than minutes.
 const RETRY_TIMEOUT: Duration = Duration::from_secs(10);
+/// First wait before a retry (doubling, with jitter): a refused connection is retried
+/// and reported within about half a second.
+const RETRY_BACKOFF: Duration = Duration::from_millis(50);
+/// Longest a probe of an open breaker waits for the store.
+const PROBE_TIMEOUT: Duration = Duration::from_secs(2);
 /// `HEAD` requests a listing runs at once.
 const HEADS_IN_FLIGHT: usize = 16;
 /// Folder of the instance markers under the prefix.
@@ -84,6 +90,9 @@ pub struct S3BlobStore {
     store: Arc<AmazonS3>,
     prefix: String,
     describe: String,
+    /// Open while the store cannot be reached: calls fail at once (see
+    /// [`quintet_core::breaker`]).
+    breaker: Arc<Breaker>,
 }
 
 impl fmt::Debug for S3BlobStore {
@@ -106,6 +115,8 @@ impl S3BlobStore {
             )));
         };
         let mut builder = AmazonS3Builder::new()
+            // First: the builder's own settings below (plain HTTP) go into these options.
+            .with_client_options(ClientOptions::new().with_connect_timeout(config.connect_timeout))
             .with_bucket_name(&config.bucket)
             .with_region(&config.region)
             .with_access_key_id(key)
@@ -116,7 +127,10 @@ impl S3BlobStore {
             .with_virtual_hosted_style_request(config.endpoint.is_none())
             .with_allow_http(config.allow_http())
             .with_retry(RetryConfig {
-                backoff: BackoffConfig::default(),
+                backoff: BackoffConfig {
+                    init_backoff: RETRY_BACKOFF,
+                    ..BackoffConfig::default()
+                },
                 max_retries: RETRIES,
                 retry_timeout: RETRY_TIMEOUT,
             });
@@ -130,22 +144,16 @@ impl S3BlobStore {
             store: Arc::new(store),
             prefix: config.prefix.clone(),
             describe: config.describe(),
+            breaker: Arc::new(Breaker::new(format!("the S3 store {}", config.describe()))),
         };
-        let opts = PaginatedListOptions {
-            max_keys: Some(1),
-            ..Default::default()
-        };
-        this.store
-            .list_paginated(Some(&this.prefix), opts)
-            .await
-            .map_err(|e| {
-                tracing::error!(store = %this.describe, error = %e, "S3 store check failed");
-                Error::Unavailable(format!(
-                    "cannot list {}: check the endpoint, bucket, region and credentials \
+        list_one(&this.store, &this.prefix).await.map_err(|e| {
+            tracing::error!(store = %this.describe, error = %e, "S3 store check failed");
+            Error::Unavailable(format!(
+                "cannot list {}: check the endpoint, bucket, region and credentials \
                      ({e})",
-                    this.describe
-                ))
-            })?;
+                this.describe
+            ))
+        })?;
         Ok(this)
     }
 
@@ -155,9 +163,9 @@ impl S3BlobStore {
     /// everyone's objects.
     pub async fn bind(&self, identity: &str) -> Result<()> {
         let key = self.raw_key(REGISTRY)?;
-        match self.store.get(&key).await {
+        match self.store()?.get(&key).await {
             Ok(found) => {
-                let bytes = found.bytes().await.map_err(|e| s3_error("bind", e))?;
+                let bytes = found.bytes().await.map_err(|e| self.failed("bind", e))?;
                 let bound = String::from_utf8_lossy(&bytes).trim().to_owned();
                 if bound != identity {
                     return Err(Error::Conflict(format!(
@@ -172,14 +180,72 @@ impl S3BlobStore {
             }
             Err(object_store::Error::NotFound { .. }) => {
                 let body = PutPayload::from(format!("{identity}\n"));
-                self.store
+                self.store()?
                     .put(&key, body)
                     .await
-                    .map_err(|e| s3_error("bind", e))?;
+                    .map_err(|e| self.failed("bind", e))?;
                 Ok(())
             }
-            Err(e) => Err(s3_error("bind", e)),
+            Err(e) => Err(self.failed("bind", e)),
         }
+    }
+
+    /// The store, unless the breaker is open.
+    fn store(&self) -> Result<&AmazonS3> {
+        self.breaker.check()?;
+        Ok(&self.store)
+    }
+
+    /// The breaker of this node's calls to the store.
+    pub fn breaker(&self) -> &Breaker {
+        &self.breaker
+    }
+
+    /// Whether the store answers now: a listing of one key, bounded in time.
+    pub async fn ping(&self) -> Result<()> {
+        self.breaker.check()?;
+        match tokio::time::timeout(PROBE_TIMEOUT, list_one(&self.store, &self.prefix)).await {
+            Ok(Ok(())) => Ok(()),
+            Ok(Err(e)) => Err(self.failed("ping", e)),
+            Err(_) => Err(Error::Unavailable(format!(
+                "{} did not answer within {PROBE_TIMEOUT:?}",
+                self.describe
+            ))),
+        }
+    }
+
+    /// `e` of `op` as the caller's error; when it says the store could not be reached,
+    /// the breaker opens and probes until the store answers again.
+    fn failed(&self, op: &'static str, e: object_store::Error) -> Error {
+        if unreachable(&e) && self.breaker.trip(&e) {
+            tracing::error!(
+                store = %self.describe,
+                error = %e,
+                "the S3 store is unreachable: calls that need it answer 503 until it answers again"
+            );
+            let (store, prefix, breaker) = (
+                Arc::clone(&self.store),
+                self.prefix.clone(),
+                Arc::clone(&self.breaker),
+            );
+            let describe = self.describe.clone();
+            tokio::spawn(async move {
+                let probe = || async {
+                    match tokio::time::timeout(PROBE_TIMEOUT, list_one(&store, &prefix)).await {
+                        Ok(Ok(())) => Ok(()),
+                        Ok(Err(e)) => Err(Error::Unavailable(e.to_string())),
+                        Err(_) => Err(Error::Unavailable("probe timed out".into())),
+                    }
+                };
+                breaker::recover(&breaker, probe, tokio::time::sleep, |probing| {
+                    if !probing {
+                        tracing::info!(store = %describe, "the S3 store answers again");
+                    }
+                })
+                .await;
+            });
+        }
+        s3_error(op, e)
     }
 
     fn raw_key(&self, rest: &str) -> Result<Path> {
@@ -227,10 +293,10 @@ impl S3BlobStore {
             head: true,
             ..Default::default()
         };
-        match self.store.get_opts(key, opts).await {
+        match self.store()?.get_opts(key, opts).await {
             Ok(found) => Ok(Some(meta_of(path, &found))),
             Err(object_store::Error::NotFound { .. }) => Ok(None),
-            Err(e) => Err(s3_error("head", e)),
+            Err(e) => Err(self.failed("head", e)),
         }
     }
 
@@ -239,18 +305,18 @@ impl S3BlobStore {
         let folder = Path::parse(format!("{}{app}/{id}", self.prefix))
             .map_err(|e| Error::internal(format!("S3 folder of instance {id}: {e}")))?;
         let keys = self
-            .store
+            .store()?
             .list(Some(&folder))
             .map_ok(|m| m.location)
             .boxed();
-        self.store
+        self.store()?
             .delete_stream(keys)
             .try_for_each(|_| async { Ok(()) })
             .await
-            .map_err(|e| s3_error("drop_instance", e))?;
-        match self.store.delete(&self.marker(id)?).await {
+            .map_err(|e| self.failed("drop_instance", e))?;
+        match self.store()?.delete(&self.marker(id)?).await {
             Ok(()) | Err(object_store::Error::NotFound { .. }) => Ok(()),
-            Err(e) => Err(s3_error("drop_instance", e)),
+            Err(e) => Err(self.failed("drop_instance", e)),
         }
     }
 
@@ -268,10 +334,10 @@ impl S3BlobStore {
             ..Default::default()
         };
         let upload = self
-            .store
+            .store()?
             .put_multipart_opts(key, opts)
             .await
-            .map_err(|e| s3_error("put", e))?;
+            .map_err(|e| self.failed("put", e))?;
         let mut writer = WriteMultipart::new_with_chunk_size(upload, PART_SIZE);
         for chunk in first {
             writer.put(chunk);
@@ -281,7 +347,7 @@ impl S3BlobStore {
                 Ok(()) => body.next().await,
                 Err(e) => {
                     abort(writer).await;
-                    return Err(s3_error("put", e));
+                    return Err(self.failed("put", e));
                 }
             };
             match next {
@@ -293,7 +359,7 @@ impl S3BlobStore {
                 None => break,
             }
         }
-        writer.finish().await.map_err(|e| s3_error("put", e))?;
+        writer.finish().await.map_err(|e| self.failed("put", e))?;
         Ok(())
     }
 }
@@ -346,6 +412,36 @@ async fn abort(writer: WriteMultipart) {
     }
 }
 
+/// List one key under `prefix`: the cheapest request that needs the store, its bucket
+/// and the credentials.
+async fn list_one(store: &AmazonS3, prefix: &str) -> object_store::Result<()> {
+    let opts = PaginatedListOptions {
+        max_keys: Some(1),
+        ..Default::default()
+    };
+    store.list_paginated(Some(prefix), opts).await.map(|_| ())
+}
+
+/// Whether `e` says the store could not be reached (no connection, or no answer in
+/// time), as opposed to an answer refusing the request.
+fn unreachable(e: &object_store::Error) -> bool {
+    let object_store::Error::Generic { source, .. } = e else {
+        return false;
+    };
+    let mut cause: Option<&(dyn std::error::Error + 'static)> = Some(source.as_ref());
+    while let Some(c) = cause {
+        if let Some(http) = c.downcast_ref::<object_store::client::HttpError>() {
+            return matches!(
+                http.kind(),
+                object_store::client::HttpErrorKind::Connect
+                    | object_store::client::HttpErrorKind::Timeout
+            );
+        }
+        cause = c.source();
+    }
+    false
+}
+
 /// The port's metadata of an object read with `found` (a `GET` or `HEAD`).
 fn meta_of(path: &ObjectPath, found: &GetResult) -> ObjectMeta {
     let content_type = found
@@ -379,10 +475,10 @@ fn body_of(found: GetResult) -> ByteStream {
 impl Lifecycle for S3BlobStore {
     async fn create_instance(&self, instance: &Instance) -> Result<()> {
         let body = PutPayload::from(instance.app.as_str().to_owned());
-        self.store
+        self.store()?
             .put(&self.marker(instance.id)?, body)
             .await
-            .map_err(|e| s3_error("create_instance", e))?;
+            .map_err(|e| self.failed("create_instance", e))?;
         Ok(())
     }
 
@@ -390,14 +486,14 @@ impl Lifecycle for S3BlobStore {
         self.remove(instance.app.as_str(), instance.id).await
     }
 
-    async fn sweep(&self, live: &[InstanceId]) -> Result<usize> {
+    async fn sweep(&self, keep: &Keep) -> Result<usize> {
         let folder = self.raw_key(INSTANCES)?;
         let markers: Vec<_> = self
-            .store
+            .store()?
             .list(Some(&folder))
             .try_collect()
             .await
-            .map_err(|e| s3_error("sweep", e))?;
+            .map_err(|e| self.failed("sweep", e))?;
         let mut removed = 0;
         for marker in markers {
             let Some(id) = marker
@@ -408,13 +504,13 @@ impl Lifecycle for S3BlobStore {
             else {
                 continue;
             };
-            if live.contains(&id) {
+            if keep.keeps(id) {
                 continue;
             }
-            let app = match self.store.get(&marker.location).await {
-                Ok(found) => found.bytes().await.map_err(|e| s3_error("sweep", e))?,
+            let app = match self.store()?.get(&marker.location).await {
+                Ok(found) => found.bytes().await.map_err(|e| self.failed("sweep", e))?,
                 Err(object_store::Error::NotFound { .. }) => continue,
-                Err(e) => return Err(s3_error("sweep", e)),
+                Err(e) => return Err(self.failed("sweep", e)),
             };
             let app = String::from_utf8_lossy(&app).trim().to_owned();
             tracing::info!(instance = %id, app = %app, "removing the objects of an orphaned storage instance");
@@ -422,6 +518,10 @@ impl Lifecycle for S3BlobStore {
             removed += 1;
         }
         Ok(removed)
+    }
+
+    async fn ready(&self) -> Result<()> {
+        self.ping().await
     }
 
     async fn close(&self) -> Result<()> {
@@ -467,10 +567,10 @@ impl BlobStore for S3BlobStore {
                 attributes,
                 ..Default::default()
             };
-            self.store
+            self.store()?
                 .put_opts(&key, PutPayload::from_iter(first), opts)
                 .await
-                .map_err(|e| s3_error("put", e))?;
+                .map_err(|e| self.failed("put", e))?;
         } else {
             self.put_multipart(&key, attributes, first, &mut body)
                 .await?;
@@ -494,14 +594,14 @@ impl BlobStore for S3BlobStore {
     ) -> Result<Option<Object>> {
         let key = self.key(instance, path)?;
         let Some(spec) = range else {
-            return match self.store.get_opts(&key, GetOptions::default()).await {
+            return match self.store()?.get_opts(&key, GetOptions::default()).await {
                 Ok(found) => Ok(Some(Object {
                     meta: meta_of(path, &found),
                     range: None,
                     body: body_of(found),
                 })),
                 Err(object_store::Error::NotFound { .. }) => Ok(None),
-                Err(e) => Err(s3_error("get", e)),
+                Err(e) => Err(self.failed("get", e)),
             };
         };
         // Resolve the range against the version a HEAD sees, then read exactly that
@@ -516,7 +616,7 @@ impl BlobStore for S3BlobStore {
                 range: Some(GetRange::Bounded(served.start..served.end + 1)),
                 ..Default::default()
             };
-            match self.store.get_opts(&key, opts).await {
+            match self.store()?.get_opts(&key, opts).await {
                 Ok(found) => {
                     return Ok(Some(Object {
                         meta: meta_of(path, &found),
@@ -526,7 +626,7 @@ impl BlobStore for S3BlobStore {
                 }
                 Err(object_store::Error::NotFound { .. }) => return Ok(None),
                 Err(object_store::Error::Precondition { .. }) => continue,
-                Err(e) => return Err(s3_error("get", e)),
+                Err(e) => return Err(self.failed("get", e)),
             }
         }
         Err(Error::Unavailable(
@@ -540,10 +640,10 @@ impl BlobStore for S3BlobStore {
         if self.head_key(path, &key).await?.is_none() {
             return Err(object_missing(&instance.name, path));
         }
-        self.store
+        self.store()?
             .delete(&key)
             .await
-            .map_err(|e| s3_error("delete", e))
+            .map_err(|e| self.failed("delete", e))
     }
 
     async fn list(&self, instance: &Instance, query: ListQuery<'_>) -> Result<Vec<ObjectMeta>> {
@@ -564,7 +664,7 @@ impl BlobStore for S3BlobStore {
                 .store
                 .list_paginated(Some(&prefix), opts.clone())
                 .await
-                .map_err(|e| s3_error("list", e))?;
+                .map_err(|e| self.failed("list", e))?;
             for meta in page.result.objects {
                 let Some(rel) = meta.location.as_ref().strip_prefix(&folder) else {
                     continue;
@@ -634,10 +734,10 @@ impl Presign for S3BlobStore {
             PresignMethod::Put => object_store::signer::Method::PUT,
         };
         let url = self
-            .store
+            .store()?
             .signed_url(method, &key, expires)
             .await
-            .map_err(|e| s3_error("presign", e))?;
+            .map_err(|e| self.failed("presign", e))?;
         Ok(url.to_string())
     }
 

@@ -26,6 +26,7 @@ fn config(test: &str) -> Option<S3Config> {
         region: s3.region,
         access_key_id: Some(s3.key),
         secret_access_key: Some(s3.secret),
+        connect_timeout: quintet_s3::config::DEFAULT_CONNECT_TIMEOUT,
     })
 }
 
@@ -278,7 +279,13 @@ async fn drop_and_sweep_remove_objects_of_the_instance_only() {
                 .unwrap();
         }
     }
-    assert_eq!(store.sweep(&[keep.id]).await.unwrap(), 1);
+    assert_eq!(
+        store
+            .sweep(&quintet_core::ports::Keep::only([keep.id]))
+            .await
+            .unwrap(),
+        1
+    );
     let all = ListQuery {
         prefix: "",
         after: None,
@@ -288,7 +295,13 @@ async fn drop_and_sweep_remove_objects_of_the_instance_only() {
     assert_eq!(store.list(&keep, all).await.unwrap().len(), 3);
     store.drop_instance(&keep).await.unwrap();
     assert!(store.list(&keep, all).await.unwrap().is_empty());
-    assert_eq!(store.sweep(&[]).await.unwrap(), 0);
+    assert_eq!(
+        store
+            .sweep(&quintet_core::ports::Keep::only([]))
+            .await
+            .unwrap(),
+        0
+    );
     let e = store.delete(&keep, &p("a")).await.unwrap_err();
     assert_eq!(
         e.to_string(),

@@ -19,6 +19,7 @@ async fn store(test: &str) -> Option<Subject<dyn ObjectStorage>> {
         region: s3.region,
         access_key_id: Some(s3.key),
         secret_access_key: Some(s3.secret),
+        connect_timeout: quintet_s3::config::DEFAULT_CONNECT_TIMEOUT,
     };
     let port: Arc<dyn ObjectStorage> = Arc::new(S3BlobStore::open(&config).await.expect("open S3"));
     Some(Subject::new(port))

@@ -15,6 +15,13 @@ pub const DEFAULT_SHUTDOWN_TIMEOUT: Duration = Duration::from_secs(30);
 pub const DEFAULT_HEADER_TIMEOUT: Duration = Duration::from_secs(30);
 /// Default delay before the first retry of an unreachable queue worker.
 pub const DEFAULT_QUEUE_BACKOFF: Duration = Duration::from_secs(5);
+/// Default longest pause in a request body, and the allowance every body starts with.
+pub const DEFAULT_BODY_TIMEOUT: Duration = Duration::from_secs(30);
+/// Default rate (bytes per second) that earns a request body more time.
+pub const DEFAULT_BODY_MIN_RATE: u64 = 1024;
+/// Most connections one client address may hold unless configured (or a quarter of the
+/// server's bound, when that is lower).
+pub const DEFAULT_MAX_CONNECTIONS_PER_CLIENT: usize = 256;
 
 /// Settings of the HTTP server.
 #[derive(Debug, Clone)]
@@ -63,6 +70,45 @@ pub struct Config {
     pub admin_tokens: Vec<TokenDigest>,
     /// Certificate chain and private key for HTTPS; plain HTTP when absent.
     pub tls: Option<TlsFiles>,
+    /// Connections: how many, from whom, and how fast their bodies must arrive.
+    pub connections: ConnectionSettings,
+}
+
+/// Bounds on connections and request bodies, so that slow or stalled clients cannot take
+/// every connection or file descriptor.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ConnectionSettings {
+    /// Longest pause in a request body, and the time every body starts with; see
+    /// [`crate::body_deadline`].
+    pub body_timeout: Duration,
+    /// Bytes per second that earn a request body another second (0: pauses alone count).
+    pub body_min_rate: u64,
+    /// Most connections open at once (0: no bound); more are closed as they arrive.
+    pub max_connections: usize,
+    /// Most connections open at once from one client address, IPv6 clients counted per
+    /// /64 (0: no bound).
+    pub max_connections_per_client: usize,
+}
+
+impl Default for ConnectionSettings {
+    fn default() -> Self {
+        Self {
+            body_timeout: DEFAULT_BODY_TIMEOUT,
+            body_min_rate: DEFAULT_BODY_MIN_RATE,
+            max_connections: 0,
+            max_connections_per_client: DEFAULT_MAX_CONNECTIONS_PER_CLIENT,
+        }
+    }
+}
+
+impl ConnectionSettings {
+    /// The limits on request bodies.
+    pub fn body_limits(&self) -> crate::body_deadline::BodyLimits {
+        crate::body_deadline::BodyLimits {
+            timeout: self.body_timeout,
+            min_rate: self.body_min_rate,
+        }
+    }
 }
 
 /// Which queues may deliver to loopback, private and link-local addresses (internal
@@ -139,6 +185,7 @@ impl Default for Config {
             jwt_max_ttl: None,
             admin_tokens: Vec::new(),
             tls: None,
+            connections: ConnectionSettings::default(),
         }
     }
 }

@@ -38,9 +38,13 @@ pub fn status_of(e: &Error) -> StatusCode {
         Error::UnsupportedMediaType(_) => StatusCode::UNSUPPORTED_MEDIA_TYPE,
         Error::RateLimited(..) => StatusCode::TOO_MANY_REQUESTS,
         Error::Unavailable(_) => StatusCode::SERVICE_UNAVAILABLE,
+        Error::InsufficientStorage(_) => StatusCode::INSUFFICIENT_STORAGE,
         Error::Internal(_) => StatusCode::INTERNAL_SERVER_ERROR,
     }
 }
+
+/// The `Retry-After` of every 503, in seconds.
+pub const RETRY_AFTER_SECS: &str = "1";
 
 /// A JSON error response `{ok:false, status, msg}`.
 pub fn error_response(status: StatusCode, msg: &str) -> Response {
@@ -68,6 +72,14 @@ impl IntoResponse for ApiError {
             res.headers_mut()
                 .insert(header::WWW_AUTHENTICATE, HeaderValue::from_static("Bearer"));
         }
+        if status == StatusCode::SERVICE_UNAVAILABLE {
+            // An engine the call needs is down (or the node is shutting down): the
+            // engine clients probe it every quarter second, so a second is a fair wait.
+            res.headers_mut().insert(
+                header::RETRY_AFTER,
+                HeaderValue::from_static(RETRY_AFTER_SECS),
+            );
+        }
         res
     }
 }
@@ -86,6 +98,16 @@ mod tests {
     }
 
     #[test]
+    fn unavailable_says_when_to_retry() {
+        let res = ApiError(Error::Unavailable("Redis is down".into())).into_response();
+        assert_eq!(res.status(), StatusCode::SERVICE_UNAVAILABLE);
+        assert_eq!(res.headers()[header::RETRY_AFTER], RETRY_AFTER_SECS);
+        let res = ApiError(Error::InsufficientStorage("full".into())).into_response();
+        assert_eq!(res.status(), StatusCode::INSUFFICIENT_STORAGE);
+        assert!(res.headers().get(header::RETRY_AFTER).is_none());
+    }
+
+    #[test]
     fn status_table() {
         let cases = [
             (Error::BadRequest(String::new()), 400),
@@ -99,6 +121,7 @@ mod tests {
             (Error::UnsupportedMediaType(String::new()), 415),
             (Error::RateLimited(String::new(), 3), 429),
             (Error::Unavailable(String::new()), 503),
+            (Error::InsufficientStorage(String::new()), 507),
             (Error::Internal(String::new()), 500),
         ];
         for (e, code) in cases {

@@ -224,6 +224,7 @@ impl Instances {
             .await;
         self.forget(app, kind, name);
         let instance = instance?;
+        crate::failpoint::hit("instance-destroyed");
         if kind == ServiceType::Queue {
             // No delivery of the queue may run once its contents are dropped.
             self.dispatcher.forget(instance.id).await;
@@ -249,7 +250,10 @@ impl Instances {
     /// instance and reports the first failure.
     pub async fn drop_contents(&self, instances: &[Instance]) -> Result<()> {
         let mut first = Ok(());
-        for instance in instances {
+        for (i, instance) in instances.iter().enumerate() {
+            if i == 1 {
+                crate::failpoint::hit("app-contents-midway");
+            }
             if instance.kind() == ServiceType::Queue {
                 // No delivery of the queue may run once its contents are dropped.
                 self.dispatcher.forget(instance.id).await;

@@ -10,13 +10,16 @@
 //!
 //! The crate knows no engine: it receives its ports as trait objects in [`Services`].
 
+pub mod admission;
 pub mod auth;
+pub mod body_deadline;
 pub mod changes;
 pub mod config;
 pub mod cors;
 pub mod dispatch;
 pub mod error;
 pub mod extract;
+pub mod failpoint;
 pub mod hosts;
 pub mod instances;
 pub mod metrics;
@@ -33,7 +36,7 @@ mod unread_body;
 
 use std::{convert::Infallible, future::Future, sync::Arc};
 
-use axum::{extract::Request, response::Response, serve::ListenerExt};
+use axum::{extract::Request, response::Response};
 use quintet_core::{Error, Result};
 use tokio::net::TcpListener;
 use tokio_rustls::rustls::ServerConfig;
@@ -97,20 +100,14 @@ pub async fn serve(
         state.dispatcher.listening_on(addr);
     }
     state.dispatcher.start().await?;
+    let listener = admission::AdmittingListener::new(listener, Arc::clone(&state.connections));
     match tls {
         Some(config) => {
             let listener = tls::TlsListener::new(listener, config)
                 .map_err(|e| Error::internal(format!("TLS listener: {e}")))?;
             serve_on(listener, state, shutdown).await
         }
-        None => {
-            let listener = listener.tap_io(|tcp| {
-                if let Err(e) = tcp.set_nodelay(true) {
-                    tracing::debug!(error = %e, "TCP_NODELAY");
-                }
-            });
-            serve_on(listener, state, shutdown).await
-        }
+        None => serve_on(listener, state, shutdown).await,
     }
 }
 
@@ -134,6 +131,7 @@ where
         listener,
         app(state.clone()),
         state.config.header_timeout,
+        state.config.connections.body_limits(),
         signal,
     );
     let grace = state.config.shutdown_timeout;

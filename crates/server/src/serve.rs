@@ -8,7 +8,11 @@
 //!   (hyper's own timer starts only once it knows the connection is HTTP/1);
 //! - on HTTP/1 every later head must arrive within the limit of its first byte, and a
 //!   connection idle for longer than the limit is closed (hyper's timer);
-//! - on HTTP/2, pings every limit's length drop peers that stopped answering.
+//! - on HTTP/2, pings every limit's length drop peers that stopped answering;
+//! - request bodies must keep arriving ([`crate::body_deadline`]).
+//!
+//! Which connections are taken at all (bounds in all and per client, running out of file
+//! descriptors) is the listener's business: [`crate::admission`].
 
 use std::{
     convert::Infallible,
@@ -21,7 +25,7 @@ use std::{
     time::Duration,
 };
 
-use axum::{body::Body, extract::Request, response::Response, serve::Listener};
+use axum::{extract::Request, response::Response, serve::Listener};
 use hyper::body::Incoming;
 use hyper_util::{
     rt::{TokioExecutor, TokioIo, TokioTimer},
@@ -31,14 +35,17 @@ use hyper_util::{
 use tokio::sync::watch;
 use tower::{Service, ServiceExt};
 
+use crate::body_deadline::{BodyDeadline, BodyLimits};
+
 /// Serve `service` on every connection `listener` accepts until `shutdown` completes; then
 /// stop accepting, let every connection finish its requests in flight, and return. A
-/// client gets `header_timeout` to send its first request head, and each later one (see
-/// the module documentation).
+/// client gets `header_timeout` to send its first request head, and each later one, and
+/// its request bodies must arrive within `body` (see the module documentation).
 pub async fn serve<L, S>(
     mut listener: L,
     service: S,
     header_timeout: Duration,
+    body: BodyLimits,
     shutdown: impl Future<Output = ()>,
 ) where
     L: Listener<Addr = std::net::SocketAddr>,
@@ -57,13 +64,14 @@ pub async fn serve<L, S>(
         };
         let started = Arc::new(AtomicBool::new(false));
         let first = Arc::clone(&started);
-        let service =
-            TowerToHyperService::new(service.clone().map_request(move |req: Request<Incoming>| {
+        let service = TowerToHyperService::new(
+            BodyDeadline::new(service.clone(), body).map_request(move |req: Request<Incoming>| {
                 first.store(true, Ordering::Relaxed);
-                let mut req = req.map(Body::new);
+                let mut req = req;
                 req.extensions_mut().insert(crate::ClientAddr(addr));
                 req
-            }));
+            }),
+        );
         let (mut stop_rx, done_tx) = (stop_rx.clone(), done_tx.clone());
         tokio::spawn(async move {
             let mut builder = Builder::new(TokioExecutor::new());

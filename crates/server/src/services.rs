@@ -1,12 +1,13 @@
 //! The ports a node serves, one adapter each, and what is done to all of them at once:
-//! the start-up sweep and closing.
+//! the start-up sweep, readiness and closing.
 
 use std::sync::Arc;
 
+use futures_util::future::BoxFuture;
 use quintet_core::{
-    InstanceId, Result, ServiceType,
+    Result, ServiceType,
     ports::{
-        Lifecycle, cache::Cache, data::DocStore, queue::JobQueue, registry::Registry,
+        Keep, Lifecycle, cache::Cache, data::DocStore, queue::JobQueue, registry::Registry,
         search::SearchIndex, storage::ObjectStorage,
     },
 };
@@ -41,17 +42,31 @@ impl Services {
     }
 
     /// Remove contents of instances the registry no longer knows (see
-    /// [`Lifecycle::sweep`]). Run once at start-up.
+    /// [`Lifecycle::sweep`]), on every engine. Run once at start-up, before requests are
+    /// served.
     pub async fn sweep(&self) -> Result<()> {
-        let all = self.registry.list_instances(None).await?;
+        let (all, highest) = self.registry.instances_for_sweep().await?;
         for kind in ServiceType::ALL {
-            let live = kept_by_sweep(&all, kind);
-            let removed = self.lifecycle(kind).sweep(&live).await?;
+            let keep = Keep::new(
+                all.iter().filter(|i| i.kind() == kind).map(|i| i.id),
+                highest,
+            );
+            let removed = self.lifecycle(kind).sweep(&keep).await?;
             if removed > 0 {
                 tracing::warn!(%kind, removed, "removed contents of destroyed instances");
             }
         }
         Ok(())
+    }
+
+    /// Ask the registry and every service's adapter whether it can serve now, at once,
+    /// each within [`READY_TIMEOUT`]: `(name, outcome)` per check, the registry first.
+    pub async fn readiness(&self) -> Vec<(&'static str, Result<()>)> {
+        let mut checks = vec![bounded("registry", self.registry.ready())];
+        for kind in ServiceType::ALL {
+            checks.push(bounded(kind.as_str(), self.lifecycle(kind).ready()));
+        }
+        futures_util::future::join_all(checks).await
     }
 
     /// Close every adapter, then the registry; report the first failure.
@@ -71,56 +86,20 @@ impl Services {
     }
 }
 
-/// How many ids above the highest one the registry listed a sweep leaves alone.
-const SWEEP_SPARED_IDS: i64 = 1024;
-
-/// The ids of `kind` a start-up sweep must keep: every instance the registry listed, and
-/// the next [`SWEEP_SPARED_IDS`] ids after the highest of any type. Registries hand out
-/// increasing ids that are never reused, so an instance another node creates while this
-/// one sweeps (after the listing) gets one of those and keeps its contents; an orphan
-/// among them is removed by a later sweep, once newer instances exist.
-fn kept_by_sweep(all: &[quintet_core::Instance], kind: ServiceType) -> Vec<InstanceId> {
-    let highest = all.iter().map(|i| i.id.0).max().unwrap_or(0);
-    all.iter()
-        .filter(|i| i.kind() == kind)
-        .map(|i| i.id)
-        .chain((1..=SWEEP_SPARED_IDS).map(|n| InstanceId(highest.saturating_add(n))))
-        .collect()
+/// `check` named `name`, failed when it takes longer than [`READY_TIMEOUT`].
+async fn bounded(
+    name: &'static str,
+    check: BoxFuture<'_, Result<()>>,
+) -> (&'static str, Result<()>) {
+    let outcome = tokio::time::timeout(READY_TIMEOUT, check)
+        .await
+        .unwrap_or_else(|_| {
+            Err(quintet_core::Error::Unavailable(format!(
+                "{name} did not answer within {READY_TIMEOUT:?}"
+            )))
+        });
+    (name, outcome)
 }
 
-#[cfg(test)]
-mod tests {
-    use quintet_core::{AppName, Instance, InstanceConfig};
-
-    use super::*;
-
-    fn instance(id: i64, config: InstanceConfig) -> Instance {
-        Instance {
-            id: InstanceId(id),
-            app: AppName::domain(),
-            name: format!("i{id}").parse().unwrap(),
-            config,
-            created_ms: 0,
-        }
-    }
-
-    #[test]
-    fn a_sweep_keeps_listed_instances_and_ids_handed_out_after_the_listing() {
-        let all = [
-            instance(3, InstanceConfig::Data),
-            instance(7, InstanceConfig::Cache),
-            instance(9, InstanceConfig::Data),
-        ];
-        let kept = kept_by_sweep(&all, ServiceType::Data);
-        assert!(kept.contains(&InstanceId(3)) && kept.contains(&InstanceId(9)));
-        // Another type's instance is not kept, nor are unlisted ids below the highest.
-        for gone in [7, 8, 1] {
-            assert!(!kept.contains(&InstanceId(gone)), "{gone}");
-        }
-        // Ids created through another node after the listing are spared.
-        assert!(kept.contains(&InstanceId(10)) && kept.contains(&InstanceId(9 + 1024)));
-        assert!(!kept.contains(&InstanceId(9 + 1025)));
-        let empty = kept_by_sweep(&[], ServiceType::Cache);
-        assert!(empty.contains(&InstanceId(1)));
-    }
-}
+/// Longest one readiness check may take before it counts as failed.
+pub const READY_TIMEOUT: std::time::Duration = std::time::Duration::from_secs(3);

@@ -8,6 +8,7 @@ use quintet_core::{
 };
 
 use crate::{
+    admission::ConnectionLimits,
     auth::Auth,
     changes::CacheInvalidator,
     config::Config,
@@ -47,6 +48,8 @@ pub struct AppState {
     pub quotas: Arc<Quotas>,
     /// The bytes each application keeps, for its plan's quotas.
     pub usage: Arc<Usage>,
+    /// The open connections and their bounds.
+    pub connections: Arc<ConnectionLimits>,
 }
 
 impl AppState {
@@ -99,7 +102,12 @@ impl AppState {
             config.public_url.as_deref(),
         ));
         let usage = Arc::new(Usage::new(Arc::clone(&services), Arc::clone(&clock)));
+        let connections = ConnectionLimits::new(
+            config.connections.max_connections,
+            config.connections.max_connections_per_client,
+        );
         Self {
+            connections,
             instances,
             services,
             hosts,

@@ -10,11 +10,7 @@
 use std::{fs, io, net::SocketAddr, path::Path, sync::Arc, time::Duration};
 
 use quintet_core::{Error, Result};
-use tokio::{
-    net::{TcpListener, TcpStream},
-    sync::mpsc,
-    task::JoinHandle,
-};
+use tokio::{sync::mpsc, task::JoinHandle};
 use tokio_rustls::{
     TlsAcceptor,
     rustls::{
@@ -24,7 +20,10 @@ use tokio_rustls::{
     server::TlsStream,
 };
 
-use crate::config::TlsFiles;
+use crate::{
+    admission::{Admitted, AdmittingListener},
+    config::TlsFiles,
+};
 
 /// The rustls server configuration [`load`] builds.
 pub use tokio_rustls::rustls::ServerConfig;
@@ -87,14 +86,14 @@ pub fn load(files: &TlsFiles) -> Result<Arc<ServerConfig>> {
 /// A listener that accepts TCP connections and completes their TLS handshakes.
 #[derive(Debug)]
 pub struct TlsListener {
-    ready: mpsc::Receiver<(TlsStream<TcpStream>, SocketAddr)>,
+    ready: mpsc::Receiver<(TlsStream<Admitted>, SocketAddr)>,
     local: SocketAddr,
     acceptor: JoinHandle<()>,
 }
 
 impl TlsListener {
     /// Accept on `tcp` with `config`. Must be called within a tokio runtime.
-    pub fn new(tcp: TcpListener, config: Arc<ServerConfig>) -> io::Result<Self> {
+    pub fn new(tcp: AdmittingListener, config: Arc<ServerConfig>) -> io::Result<Self> {
         let local = tcp.local_addr()?;
         let (tx, ready) = mpsc::channel(READY_QUEUE);
         let tls = TlsAcceptor::from(config);
@@ -108,25 +107,16 @@ impl TlsListener {
 }
 
 async fn accept_loop(
-    tcp: TcpListener,
+    mut tcp: AdmittingListener,
     tls: TlsAcceptor,
-    tx: mpsc::Sender<(TlsStream<TcpStream>, SocketAddr)>,
+    tx: mpsc::Sender<(TlsStream<Admitted>, SocketAddr)>,
 ) {
     loop {
-        let (stream, peer) = match tcp.accept().await {
-            Ok(accepted) => accepted,
-            Err(e) => {
-                // Out of file descriptors and the like: wait rather than spin (as axum does).
-                tracing::debug!(error = %e, "accepting a connection failed");
-                tokio::time::sleep(Duration::from_millis(50)).await;
-                continue;
-            }
-        };
+        // Admitted within the connection limits; a connection holds its place through the
+        // handshake too.
+        let (stream, peer) = tcp.accept_admitted().await;
         if tx.is_closed() {
             return;
-        }
-        if let Err(e) = stream.set_nodelay(true) {
-            tracing::debug!(error = %e, "TCP_NODELAY");
         }
         let (tls, tx) = (tls.clone(), tx.clone());
         tokio::spawn(async move {
@@ -148,7 +138,7 @@ impl Drop for TlsListener {
 }
 
 impl axum::serve::Listener for TlsListener {
-    type Io = TlsStream<TcpStream>;
+    type Io = TlsStream<Admitted>;
     type Addr = SocketAddr;
 
     async fn accept(&mut self) -> (Self::Io, Self::Addr) {

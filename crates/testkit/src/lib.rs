@@ -4,6 +4,8 @@
 //!   directory, with an injectable clock, and can be restarted on the same directory.
 //! - [`Process`] runs the real `quintet` binary, for tests that kill it.
 //! - [`Worker`] is a queue worker that records deliveries and answers as told.
+//! - [`Proxy`] stands in front of a real engine, and can be cut and restored, for outage
+//!   tests.
 //! - [`TestServer::new_app`] makes an account, an application and an access key through the
 //!   admin API; [`TestServer::token`] signs a token for it. [`TestCerts`] makes a throwaway
 //!   certificate authority and server certificate for HTTPS tests.
@@ -27,6 +29,7 @@
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
 
 mod process;
+mod proxy;
 mod tls;
 mod worker;
 
@@ -51,6 +54,7 @@ use tempfile::TempDir;
 use tokio::{sync::oneshot, task::JoinHandle};
 
 pub use process::Process;
+pub use proxy::Proxy;
 pub use quintet::cli::{AuthMode, PrivateTargetsArg, ServeArgs as Args};
 pub use quintet_engine_test as engines;
 pub use tls::TestCerts;

@@ -1,6 +1,9 @@
 //! Conformance of [`Lifecycle`]: every service adapter runs each case (see [`super`]).
 
-use crate::{InstanceConfig, ports::Lifecycle};
+use crate::{
+    InstanceConfig,
+    ports::{Keep, Lifecycle},
+};
 
 use super::instance;
 
@@ -31,12 +34,31 @@ pub async fn sweep_removes_only_orphans(port: &dyn Lifecycle, config: InstanceCo
     port.create_instance(&orphan).await.expect("create orphan");
     // Other suites may share the engine, so the live set is "everything but the orphan" as
     // far as this test can tell: sweeping with only `live` must remove at least the orphan.
-    let removed = port.sweep(&[live.id]).await.expect("sweep");
+    let removed = port.sweep(&Keep::only([live.id])).await.expect("sweep");
     assert!(
         removed >= 1,
         "sweep removed {removed} instances, expected the orphan"
     );
-    let again = port.sweep(&[live.id]).await.expect("second sweep");
+    let again = port
+        .sweep(&Keep::only([live.id]))
+        .await
+        .expect("second sweep");
     assert_eq!(again, 0, "a second sweep found more orphans");
+    // Ids above the highest one handed out are kept: instances created after the listing.
+    let newer = instance_above(&live);
+    port.create_instance(&newer).await.expect("create newer");
+    let spared = port
+        .sweep(&Keep::new([live.id], live.id))
+        .await
+        .expect("sweep sparing newer ids");
+    assert_eq!(spared, 0, "an id above the highest handed out was swept");
+    port.drop_instance(&newer).await.expect("drop newer");
     port.drop_instance(&live).await.expect("drop live");
+}
+
+/// An instance like `of` with a higher id.
+fn instance_above(of: &crate::Instance) -> crate::Instance {
+    let mut newer = instance(of.config.clone());
+    newer.id = crate::InstanceId(of.id.0 + 1);
+    newer
 }

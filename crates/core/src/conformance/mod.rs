@@ -115,6 +115,7 @@ macro_rules! registry_conformance {
                 create_get_delete,
                 names_are_unique_per_type,
                 ids_are_never_reused,
+                the_sweep_view_covers_deleted_ids,
                 config_round_trips,
                 missing_app_is_not_found,
                 accounts_and_plans,

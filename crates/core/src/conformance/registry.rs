@@ -402,6 +402,45 @@ pub async fn ids_are_never_reused(registry: &dyn Registry) {
         .expect("cleanup");
 }
 
+/// The sweep's view lists live instances and bounds every id handed out, the newest
+/// deleted one included, so its contents are not spared.
+pub async fn the_sweep_view_covers_deleted_ids(registry: &dyn Registry) {
+    let app = AppName::domain();
+    let (kept, gone) = (unique_name("kept"), unique_name("gone"));
+    let kept = registry
+        .create_instance(&app, &kept, InstanceConfig::Data)
+        .await
+        .expect("create kept");
+    let gone = registry
+        .create_instance(&app, &gone, InstanceConfig::Cache)
+        .await
+        .expect("create gone");
+    registry
+        .delete_instance(&app, ServiceType::Cache, &gone.name)
+        .await
+        .expect("delete the newest");
+    let (listed, highest) = registry.instances_for_sweep().await.expect("sweep view");
+    assert!(
+        listed.iter().any(|i| i.id == kept.id),
+        "live ones are listed"
+    );
+    assert!(
+        listed.iter().all(|i| i.id != gone.id),
+        "deleted ones are not"
+    );
+    assert!(
+        highest >= gone.id,
+        "the highest id handed out ({highest}) bounds the deleted newest ({})",
+        gone.id
+    );
+    let keep = crate::ports::Keep::new(listed.iter().map(|i| i.id), highest);
+    assert!(keep.keeps(kept.id) && !keep.keeps(gone.id));
+    registry
+        .delete_instance(&app, ServiceType::Data, &kept.name)
+        .await
+        .expect("cleanup");
+}
+
 /// Type-specific configuration is stored and returned unchanged.
 pub async fn config_round_trips(registry: &dyn Registry) {
     let app = AppName::domain();

@@ -5,7 +5,7 @@
 //! the other. Ports are used as trait objects (`Arc<dyn DocStore>`), so adapters can be
 //! chosen at run time by configuration.
 
-use std::fmt;
+use std::{collections::HashSet, fmt};
 
 use async_trait::async_trait;
 
@@ -29,9 +29,11 @@ pub mod storage;
 ///   reused, so it never meets old contents.
 /// - `drop_instance` removes everything stored in the instance. It is idempotent: dropping
 ///   an instance that holds nothing, or was already dropped, succeeds.
-/// - `sweep` removes the contents of every instance of this adapter's type whose id is not
-///   in `live`; it repairs a crash between the registry delete and `drop_instance`. It is
-///   called at start-up, before requests are served.
+/// - `sweep` removes the contents of every instance of this adapter's type that `keep`
+///   does not keep; it repairs a crash between the registry delete and `drop_instance`. It
+///   is called at start-up, before requests are served.
+/// - `ready` says whether the adapter can serve now (its engine answers, its files can be
+///   written); it is called by `/_ready` and must answer within a few seconds.
 /// - `close` flushes and releases the engine; it is called once, after the HTTP server
 ///   stopped taking requests. Nothing acknowledged before `close` may be lost.
 #[async_trait]
@@ -42,10 +44,79 @@ pub trait Lifecycle: Send + Sync + fmt::Debug + 'static {
     /// Remove everything stored in the instance.
     async fn drop_instance(&self, instance: &Instance) -> Result<()>;
 
-    /// Remove the contents of instances not in `live` (all ids of this adapter's type that
-    /// the registry knows). Returns how many orphaned instances were removed.
-    async fn sweep(&self, live: &[InstanceId]) -> Result<usize>;
+    /// Remove the contents of every instance of this adapter's type that `keep` does not
+    /// keep. Returns how many orphaned instances were removed.
+    async fn sweep(&self, keep: &Keep) -> Result<usize>;
+
+    /// `Ok` when the adapter can serve now; otherwise the reason, as
+    /// [`crate::Error::Unavailable`] (its engine does not answer) or
+    /// [`crate::Error::InsufficientStorage`] (its disk is full).
+    async fn ready(&self) -> Result<()> {
+        Ok(())
+    }
 
     /// Flush pending work and release the engine.
     async fn close(&self) -> Result<()>;
+}
+
+/// The instances a start-up sweep keeps: those the registry listed and, when known, every
+/// id above the highest the registry ever handed out, read together with the listing.
+/// Ids are never reused and handed out in increasing order, so an unlisted id at or below
+/// that bound belongs to a deleted instance (whatever deleted it was interrupted), while
+/// one above it may belong to an instance another node created after the listing.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct Keep {
+    listed: HashSet<InstanceId>,
+    highest: Option<InstanceId>,
+}
+
+impl Keep {
+    /// Keep `listed`, and every id above `highest`.
+    pub fn new(listed: impl IntoIterator<Item = InstanceId>, highest: InstanceId) -> Self {
+        Self {
+            listed: listed.into_iter().collect(),
+            highest: Some(highest),
+        }
+    }
+
+    /// Keep `listed` and nothing else.
+    pub fn only(listed: impl IntoIterator<Item = InstanceId>) -> Self {
+        Self {
+            listed: listed.into_iter().collect(),
+            highest: None,
+        }
+    }
+
+    /// Whether the contents of instance `id` stay.
+    pub fn keeps(&self, id: InstanceId) -> bool {
+        self.listed.contains(&id) || self.highest.is_some_and(|h| id > h)
+    }
+
+    /// The listed ids, for engines that filter in a query.
+    pub fn listed(&self) -> impl Iterator<Item = InstanceId> + '_ {
+        self.listed.iter().copied()
+    }
+
+    /// The id above which everything is kept, as a number for a query (`i64::MAX` when
+    /// only the listed ids are kept).
+    pub fn kept_above(&self) -> i64 {
+        self.highest.map_or(i64::MAX, |h| h.0)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn keep_spares_listed_ids_and_those_above_the_highest() {
+        let keep = Keep::new([InstanceId(3), InstanceId(9)], InstanceId(12));
+        for (id, kept) in [(3, true), (9, true), (4, false), (12, false), (13, true)] {
+            assert_eq!(keep.keeps(InstanceId(id)), kept, "{id}");
+        }
+        assert_eq!(keep.kept_above(), 12);
+        let only = Keep::only([InstanceId(3)]);
+        assert!(only.keeps(InstanceId(3)) && !only.keeps(InstanceId(1 << 50)));
+        assert_eq!(only.kept_above(), i64::MAX);
+    }
 }

@@ -128,6 +128,12 @@ pub trait Registry: Send + Sync + fmt::Debug + 'static {
     /// Every instance, or those of one application, ordered by application, type and name.
     async fn list_instances(&self, app: Option<&AppName>) -> Result<Vec<Instance>>;
 
+    /// Every instance, and the highest instance id ever handed out (0 when none), read
+    /// together: no instance with an id at or below it is being created meanwhile, so an
+    /// id at or below it that is not listed belongs to no instance, now or later. What the
+    /// start-up sweep keeps ([`super::Keep`]).
+    async fn instances_for_sweep(&self) -> Result<(Vec<Instance>, InstanceId)>;
+
     /// Record a new account. [`crate::Error::Conflict`] when the name is taken.
     async fn create_account(&self, name: &AccountName, plan: Plan) -> Result<Account>;
 
@@ -182,6 +188,21 @@ pub trait Registry: Send + Sync + fmt::Debug + 'static {
     /// Call `listener` with every change committed from now on, by any node (see the
     /// contract). Held weakly: once the listener is dropped it is no longer called.
     fn subscribe(&self, listener: Weak<dyn ChangeListener>);
+
+    /// Whether this node's caches of keys and instances can be trusted now: `false` while
+    /// it may have missed changes made through other nodes (it was paused or starved
+    /// longer than changes take to reach every node, or its feed has a gap) and has not
+    /// caught up yet. Callers then read the registry instead of their caches. A registry
+    /// only one process can open has no other node to miss, and always answers `true`.
+    fn caches_current(&self) -> bool {
+        true
+    }
+
+    /// `Ok` when the registry answers now; otherwise why not ([`crate::Error::Unavailable`]
+    /// or [`crate::Error::InsufficientStorage`]). Called by `/_ready`.
+    async fn ready(&self) -> Result<()> {
+        Ok(())
+    }
 
     /// Flush and release the engine.
     async fn close(&self) -> Result<()>;

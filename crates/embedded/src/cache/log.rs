@@ -45,7 +45,10 @@ use std::{
 use quintet_core::{Error, Result, cache::CacheValue};
 use tokio::sync::oneshot;
 
-use crate::datadir::{dir_of, remove_file_if_present, sync_dir};
+use crate::{
+    datadir::{dir_of, remove_file_if_present, sync_dir},
+    disk::DiskSpace,
+};
 
 use super::{
     index::{Index, Logged, Span, Victim, entry_size},
@@ -141,7 +144,11 @@ enum Msg {
 impl Log {
     /// Open (creating if needed) the log at `path`, replay it into `index` and start the
     /// writer thread.
-    pub(crate) fn open(path: &Path, index: Arc<Mutex<Index>>) -> Result<Self> {
+    pub(crate) fn open(
+        path: &Path,
+        index: Arc<Mutex<Index>>,
+        disk: Arc<DiskSpace>,
+    ) -> Result<Self> {
         let dir = dir_of(path);
         remove_file_if_present(&compact_path(path))?;
         let file = OpenOptions::new()
@@ -188,6 +195,7 @@ impl Log {
             waiters: Vec::new(),
             next_compaction: Instant::now(),
             poisoned: None,
+            disk,
         };
         thread::Builder::new()
             .name("cache-log-writer".into())
@@ -398,6 +406,9 @@ struct Writer {
     next_compaction: Instant,
     /// Set when a failed write could not be undone: writes are refused until a restart.
     poisoned: Option<String>,
+    /// The data directory's free space: the log runs ahead only while it leaves the
+    /// reserve free.
+    disk: Arc<DiskSpace>,
 }
 
 impl Writer {
@@ -538,10 +549,17 @@ impl Writer {
         Ok(())
     }
 
-    /// Zero the file up to `end` and beyond, so a commit seldom changes its size.
+    /// Zero the file up to `end` and beyond, so a commit seldom changes its size. Space
+    /// zero-filled ahead is space no other store and no delete can use: on a disk short of
+    /// room the log grows by what it writes only.
     fn make_room(&mut self, end: u64) -> Result<()> {
         if end > self.allocated {
-            let to = end + PREALLOC;
+            let ahead = if self.disk.has_room(end - self.allocated + PREALLOC) {
+                PREALLOC
+            } else {
+                0
+            };
+            let to = end + ahead;
             zero(&self.file, self.allocated, to)?;
             self.allocated = to;
         }
@@ -557,6 +575,9 @@ impl Writer {
             self.poison(format!(
                 "the cache log could not be written ({err}) nor repaired ({e})"
             ));
+        }
+        if err.is_disk_full() {
+            return err;
         }
         Error::internal(format!("writing the cache log failed: {err}"))
     }

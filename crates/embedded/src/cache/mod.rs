@@ -33,7 +33,6 @@ mod lru;
 mod record;
 
 use std::{
-    collections::HashSet,
     fs::File,
     path::Path,
     sync::{
@@ -45,14 +44,16 @@ use std::{
 
 use async_trait::async_trait;
 use quintet_core::{
-    Clock, Error, Instance, InstanceId, Result,
+    Clock, Error, Instance, Result,
     cache::{CacheKey, CacheValue, Glob, Ttl},
     ports::{
-        Lifecycle,
+        Keep, Lifecycle,
         cache::{Cache, CacheEntry, SetMode},
     },
 };
 use tokio::{sync::watch, task::JoinHandle};
+
+use crate::disk::DiskSpace;
 
 use self::{
     index::{Index, Lookup, PutOp, Span, Stored, Values, Victim, entry_size},
@@ -113,6 +114,8 @@ struct Inner {
     log: Option<Log>,
     reaper_started: AtomicBool,
     reaper: Mutex<Option<(watch::Sender<bool>, JoinHandle<()>)>>,
+    /// Admits writes to the log (not removals) while the disk has room.
+    disk: Arc<DiskSpace>,
 }
 
 /// Lock the index. A panic while holding the lock cannot leave the index half-updated in a
@@ -127,6 +130,17 @@ impl EmbeddedCache {
     /// cannot come back later). Every stored entry is indexed before this returns. Entries
     /// an earlier version kept in `cache.db` beside `path` are moved into the log first.
     pub fn open(path: &Path, clock: Arc<dyn Clock>, options: &CacheOptions) -> Result<Self> {
+        Self::open_on(path, clock, options, Arc::new(DiskSpace::unchecked(path)))
+    }
+
+    /// [`EmbeddedCache::open`], with writes admitted by `disk` (its reserve is kept for
+    /// deletes; see [`crate::disk`]).
+    pub fn open_on(
+        path: &Path,
+        clock: Arc<dyn Clock>,
+        options: &CacheOptions,
+        disk: Arc<DiskSpace>,
+    ) -> Result<Self> {
         let values = if options.memory_only {
             Values::All
         } else {
@@ -138,7 +152,7 @@ impl EmbeddedCache {
             None
         } else {
             legacy::import(path)?;
-            Some(Log::open(path, Arc::clone(&index))?)
+            Some(Log::open(path, Arc::clone(&index), Arc::clone(&disk))?)
         };
         let cache = Self {
             inner: Arc::new(Inner {
@@ -147,6 +161,7 @@ impl EmbeddedCache {
                 log,
                 reaper_started: AtomicBool::new(false),
                 reaper: Mutex::new(None),
+                disk,
             }),
         };
         cache.ensure_reaper();
@@ -220,6 +235,7 @@ impl EmbeddedCache {
             index.apply_put(inst, key, size, &plan, value, 0);
             return Ok(());
         };
+        self.inner.disk.admit()?;
         let inner = Arc::clone(&self.inner);
         let key = key.clone();
         log.write(move |app| {
@@ -494,21 +510,28 @@ impl Lifecycle for EmbeddedCache {
         .await
     }
 
-    async fn sweep(&self, live: &[InstanceId]) -> Result<usize> {
+    async fn sweep(&self, keep: &Keep) -> Result<usize> {
         self.ensure_reaper();
-        let live: HashSet<InstanceId> = live.iter().copied().collect();
         let Some(log) = &self.inner.log else {
-            return Ok(self.inner.lock().retain(&live));
+            return Ok(self.inner.lock().retain(|i| keep.keeps(i)));
         };
         let inner = Arc::clone(&self.inner);
+        let keep = keep.clone();
         log.write(move |app| {
             let mut index = inner.lock();
-            for inst in index.instances().filter(|i| !live.contains(i)) {
+            for inst in index.instances().filter(|i| !keep.keeps(*i)) {
                 app.append(&Record::Drop { inst });
             }
-            Ok(index.retain(&live))
+            Ok(index.retain(|i| keep.keeps(i)))
         })
         .await
+    }
+
+    async fn ready(&self) -> Result<()> {
+        match &self.inner.log {
+            Some(_) => self.inner.disk.ready(),
+            None => Ok(()),
+        }
     }
 
     async fn close(&self) -> Result<()> {

@@ -28,7 +28,7 @@ use async_trait::async_trait;
 use quintet_core::{
     Error, Instance, InstanceId, Result,
     ports::{
-        Lifecycle,
+        Keep, Lifecycle,
         data::RawJson,
         search::{
             SearchDoc, SearchIndex, SearchKey, SearchMatch, SearchQuery, config_of, index_missing,
@@ -37,7 +37,10 @@ use quintet_core::{
     },
 };
 
-use crate::instance_store::{InstanceDirs, blocking};
+use crate::{
+    disk::DiskSpace,
+    instance_store::{InstanceDirs, blocking},
+};
 use handle::IndexHandle;
 use writer::{Counters, OpenIndex, Write};
 
@@ -65,6 +68,8 @@ impl Default for Settings {
 #[derive(Debug, Clone)]
 pub struct TantivySearchIndex {
     inner: Arc<Inner>,
+    /// Admits writes while the disk has room; removals are not asked.
+    disk: Arc<DiskSpace>,
 }
 
 #[derive(Debug)]
@@ -94,9 +99,15 @@ struct State {
     closed: bool,
 }
 
-/// An engine error: a fault of the server, logged, never shown.
+/// An engine error: a full disk (507), else a fault of the server, logged, never shown.
 fn engine_error(e: impl std::fmt::Display) -> Error {
-    Error::internal(format!("search engine: {e}"))
+    let text = e.to_string();
+    // tantivy wraps I/O errors in its own types; the OS error number survives in the text:
+    // ENOSPC (28) and EDQUOT (122).
+    if text.contains("(os error 28)") || text.contains("(os error 122)") {
+        return Error::InsufficientStorage(quintet_core::error::DISK_FULL.to_owned());
+    }
+    Error::internal(format!("search engine: {text}"))
 }
 
 fn gone(instance: &str) -> Error {
@@ -118,7 +129,14 @@ impl TantivySearchIndex {
                 state: Mutex::new(State::default()),
                 counters: Arc::default(),
             }),
+            disk: Arc::new(DiskSpace::unchecked(root)),
         })
+    }
+
+    /// The same index with writes admitted by `disk` (see [`crate::disk`]).
+    pub fn with_disk(mut self, disk: Arc<DiskSpace>) -> Self {
+        self.disk = disk;
+        self
     }
 
     /// How many indexes currently have a writer thread (for tests and metrics).
@@ -194,6 +212,7 @@ impl TantivySearchIndex {
 #[async_trait]
 impl Lifecycle for TantivySearchIndex {
     async fn create_instance(&self, instance: &Instance) -> Result<()> {
+        self.disk.admit()?;
         self.read(instance, |_| Ok(())).await
     }
 
@@ -214,9 +233,13 @@ impl Lifecycle for TantivySearchIndex {
         .await
     }
 
-    async fn sweep(&self, live: &[InstanceId]) -> Result<usize> {
-        let (inner, live) = (Arc::clone(&self.inner), live.to_vec());
-        blocking(move || inner.dirs.sweep(&live)).await
+    async fn ready(&self) -> Result<()> {
+        self.disk.ready()
+    }
+
+    async fn sweep(&self, keep: &Keep) -> Result<usize> {
+        let (inner, keep) = (Arc::clone(&self.inner), keep.clone());
+        blocking(move || inner.dirs.sweep(&keep)).await
     }
 
     async fn close(&self) -> Result<()> {
@@ -244,6 +267,7 @@ impl Lifecycle for TantivySearchIndex {
 #[async_trait]
 impl SearchIndex for TantivySearchIndex {
     async fn index(&self, instance: &Instance, doc: SearchDoc) -> Result<()> {
+        self.disk.admit()?;
         self.write(instance, Write::Index(doc)).await
     }
 
@@ -254,6 +278,7 @@ impl SearchIndex for TantivySearchIndex {
     }
 
     async fn update(&self, instance: &Instance, doc: SearchDoc) -> Result<()> {
+        self.disk.admit()?;
         self.write(instance, Write::Update(doc)).await
     }
 
@@ -262,6 +287,7 @@ impl SearchIndex for TantivySearchIndex {
     }
 
     async fn bulk(&self, instance: &Instance, docs: Vec<SearchDoc>) -> Result<()> {
+        self.disk.admit()?;
         if docs.is_empty() {
             return Ok(());
         }

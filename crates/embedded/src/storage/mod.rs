@@ -32,7 +32,7 @@ use quintet_core::{
     Clock, Error, Instance, InstanceId, Result,
     object::{ObjectPath, PresignMethod, RangeSpec, UrlSigner, presign::Grant},
     ports::{
-        Lifecycle,
+        Keep, Lifecycle,
         storage::{
             BlobStore, ByteStream, Bytes, ListQuery, Object, ObjectMeta, Presign, object_missing,
             upload_interrupted,
@@ -42,6 +42,7 @@ use quintet_core::{
 use rusqlite::{Connection, OptionalExtension, params};
 
 use crate::{
+    disk::DiskSpace,
     hot::{Held, HotCache},
     instance_store::{InstanceDirs, TableLifecycle, blocking},
     sqlite::{SqliteDb, SqliteOptions, is_missing_table, sql_error},
@@ -66,6 +67,8 @@ pub struct FsBlobStore {
     signer: UrlSigner,
     clock: Arc<dyn Clock>,
     hot: Arc<HotCache<HotObject>>,
+    /// Admits uploads while the disk has room; deletions are not asked.
+    disk: Arc<DiskSpace>,
 }
 
 /// An inline object held in memory: its metadata and its whole content.
@@ -125,7 +128,14 @@ impl FsBlobStore {
             signer,
             clock,
             hot: Arc::new(HotCache::new(HOT_OBJECTS_BYTES)),
+            disk: Arc::new(DiskSpace::unchecked(data_dir)),
         })
+    }
+
+    /// The same store with uploads admitted by `disk` (see [`crate::disk`]).
+    pub fn with_disk(mut self, disk: Arc<DiskSpace>) -> Self {
+        self.disk = disk;
+        self
     }
 
     fn db(&self) -> &SqliteDb {
@@ -385,6 +395,7 @@ fn list_rows(
 #[async_trait]
 impl Lifecycle for FsBlobStore {
     async fn create_instance(&self, instance: &Instance) -> Result<()> {
+        self.disk.admit()?;
         self.tables.create(instance.id).await?;
         let (dirs, id) = (self.dirs.clone(), instance.id);
         blocking(move || {
@@ -406,13 +417,18 @@ impl Lifecycle for FsBlobStore {
         blocking(move || dirs.remove(id)).await
     }
 
-    async fn sweep(&self, live: &[InstanceId]) -> Result<usize> {
-        let tables = self.tables.sweep(live).await;
-        self.hot.retain_instances(live);
+    async fn ready(&self) -> Result<()> {
+        self.disk.ready()
+    }
+
+    async fn sweep(&self, keep: &Keep) -> Result<usize> {
+        let tables = self.tables.sweep(keep).await;
+        self.hot.retain_instances(|i| keep.keeps(i));
         let tables = tables?;
-        let (this, live) = (self.clone(), live.to_vec());
+        let (this, keep) = (self.clone(), keep.clone());
         let dirs = blocking(move || {
-            let dirs = this.dirs.sweep(&live)?;
+            let dirs = this.dirs.sweep(&keep)?;
+            let live: Vec<InstanceId> = keep.listed().collect();
             let blobs = this.collect_garbage(&live)?;
             if blobs > 0 {
                 tracing::warn!(blobs, "removed blob files no object referenced");
@@ -437,6 +453,7 @@ impl BlobStore for FsBlobStore {
         content_type: &str,
         body: ByteStream,
     ) -> Result<ObjectMeta> {
+        self.disk.admit()?;
         let dir = self.dirs.dir(instance.id);
         let name = blobs::new_name()?;
         let received = blobs::receive(&dir, &name, body)
@@ -446,7 +463,7 @@ impl BlobStore for FsBlobStore {
                 blobs::WriteError::Io(e) if e.kind() == std::io::ErrorKind::NotFound => {
                     gone(instance)
                 }
-                blobs::WriteError::Io(e) => Error::internal(format!("writing a blob: {e}")),
+                blobs::WriteError::Io(e) => Error::io("writing a blob", &e),
             })?;
         // From here on the upload completes even if the request is dropped, so that no
         // finished blob is left unreferenced.
@@ -461,7 +478,7 @@ impl BlobStore for FsBlobStore {
             let written = match received.finish().await {
                 Ok(w) => w,
                 Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Err(gone(&instance)),
-                Err(e) => return Err(Error::internal(format!("writing a blob: {e}"))),
+                Err(e) => return Err(Error::io("writing a blob", &e)),
             };
             let meta = ObjectMeta {
                 path,

@@ -182,7 +182,13 @@ async fn sweep_collects_unreferenced_blobs_of_live_instances_and_orphaned_instan
     // What a crash between writing a blob and committing its row leaves behind.
     fs::write(idir.join("0123456789abcdef0123456789abcdef"), b"stray").unwrap();
     fs::write(idir.join("not-a-blob"), b"other").unwrap();
-    assert_eq!(store.sweep(&[live.id]).await.unwrap(), 1);
+    assert_eq!(
+        store
+            .sweep(&quintet_core::ports::Keep::only([live.id]))
+            .await
+            .unwrap(),
+        1
+    );
     let mut expected = kept.clone();
     expected.push("not-a-blob".into());
     expected.sort();

@@ -46,7 +46,7 @@ use quintet_core::{
     Clock, Error, Instance, InstanceId, Result,
     id::IdGenerator,
     ports::{
-        Lifecycle,
+        Keep, Lifecycle,
         data::{
             BulkOp, BulkOutcome, DocId, DocStore, DocStream, Document, FindOutcome, FindQuery,
             IndexDef, ListQuery, RawJson, document_missing, stored_index,
@@ -255,17 +255,22 @@ impl Lifecycle for PgDocStore {
         Ok(())
     }
 
-    async fn sweep(&self, live: &[InstanceId]) -> Result<usize> {
-        // `live` also holds the ids just above the registry's highest (the server's
-        // start-up sweep spares them), so an instance another node creates meanwhile stays.
-        let live: Vec<i64> = live.iter().map(|i| i.0).collect();
+    async fn ready(&self) -> Result<()> {
+        self.db.ping().await
+    }
+
+    async fn sweep(&self, keep: &Keep) -> Result<usize> {
+        // Ids above the registry's highest are kept: an instance another node creates
+        // meanwhile stays.
+        let live: Vec<i64> = keep.listed().map(|i| i.0).collect();
         let orphans: Vec<i64> = self
             .db
             .client()
             .await?
             .query(
-                "SELECT instance FROM quintet_data_instances WHERE NOT (instance = ANY($1))",
-                &[&live],
+                "SELECT instance FROM quintet_data_instances \
+                 WHERE NOT (instance = ANY($1)) AND instance <= $2",
+                &[&live, &keep.kept_above()],
             )
             .await
             .map_err(pg_error)?

@@ -37,11 +37,11 @@ use std::{
 use async_trait::async_trait;
 use futures_util::future::try_join_all;
 use quintet_core::{
-    Clock, Instance, InstanceId, ManualClock, Result,
+    Clock, Instance, ManualClock, Result,
     hmac::to_hex,
     id::{IdGenerator, random_bytes},
     ports::{
-        Lifecycle,
+        Keep, Lifecycle,
         queue::{
             Claim, ClaimedJob, DueListener, IdempotencyKey, JobBody, JobQueue, JobRecord,
             JobStatus, LeaseToken, ListJobs, Outcome, Settlement, idempotency_key_taken,
@@ -186,8 +186,12 @@ impl Lifecycle for PgJobQueue {
         Ok(())
     }
 
-    async fn sweep(&self, live: &[InstanceId]) -> Result<usize> {
-        let live: Vec<i64> = live.iter().map(|id| id.0).collect();
+    async fn ready(&self) -> Result<()> {
+        self.db.ping().await
+    }
+
+    async fn sweep(&self, keep: &Keep) -> Result<usize> {
+        let live: Vec<i64> = keep.listed().map(|id| id.0).collect();
         let client = self.db.client().await?;
         // With the registry in the same schema (the usual setup), a queue it records is
         // never an orphan, even one created through another node after `live` was read.
@@ -199,11 +203,15 @@ impl Lifecycle for PgJobQueue {
             .map_err(pg_error)?;
         let sql = if beside_registry {
             "DELETE FROM quintet_queues AS q WHERE NOT q.instance_id = ANY($1) \
+             AND q.instance_id <= $2 \
              AND NOT EXISTS (SELECT 1 FROM quintet_instances AS i WHERE i.id = q.instance_id)"
         } else {
-            "DELETE FROM quintet_queues WHERE NOT instance_id = ANY($1)"
+            "DELETE FROM quintet_queues WHERE NOT instance_id = ANY($1) AND instance_id <= $2"
         };
-        let removed = client.execute(sql, &[&live]).await.map_err(pg_error)?;
+        let removed = client
+            .execute(sql, &[&live, &keep.kept_above()])
+            .await
+            .map_err(pg_error)?;
         Ok(usize::try_from(removed).unwrap_or(usize::MAX))
     }
 

@@ -29,9 +29,9 @@ mod write;
 
 use async_trait::async_trait;
 use quintet_core::{
-    Error, Instance, InstanceId, Result,
+    Error, Instance, Result,
     ports::{
-        Lifecycle,
+        Keep, Lifecycle,
         data::RawJson,
         search::{
             SearchDoc, SearchIndex, SearchKey, SearchMatch, SearchQuery, config_of, index_missing,
@@ -206,17 +206,22 @@ impl Lifecycle for PgSearchIndex {
         drop_rows(&self.db, instance.id.0).await
     }
 
-    async fn sweep(&self, live: &[InstanceId]) -> Result<usize> {
-        // `live` also holds the ids just above the registry's highest (the server's
-        // start-up sweep spares them), so an instance another node creates meanwhile stays.
-        let live: Vec<i64> = live.iter().map(|i| i.0).collect();
+    async fn ready(&self) -> Result<()> {
+        self.db.ping().await
+    }
+
+    async fn sweep(&self, keep: &Keep) -> Result<usize> {
+        // Ids above the registry's highest are kept: an instance another node creates
+        // meanwhile stays.
+        let live: Vec<i64> = keep.listed().map(|i| i.0).collect();
         let orphans: Vec<i64> = self
             .db
             .client()
             .await?
             .query(
-                "SELECT instance FROM quintet_search_instances WHERE NOT (instance = ANY($1))",
-                &[&live],
+                "SELECT instance FROM quintet_search_instances \
+                 WHERE NOT (instance = ANY($1)) AND instance <= $2",
+                &[&live, &keep.kept_above()],
             )
             .await
             .map_err(pg_error)?

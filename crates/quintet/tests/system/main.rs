@@ -12,10 +12,14 @@ const BIN: &str = env!("CARGO_BIN_EXE_quintet");
 
 mod cache;
 mod cli;
+mod connections;
 mod data;
 mod data_dir;
+mod disk_full;
+mod interrupted_deletes;
 mod process;
 mod queue;
 mod scale_out;
 mod search;
+mod secrets;
 mod storage;

@@ -48,6 +48,15 @@ fn serve_help_documents_every_setting() {
         ("--queue-backoff-ms", "QUINTET_QUEUE_BACKOFF_MS"),
         ("--log", "QUINTET_LOG"),
         ("--log-format", "QUINTET_LOG_FORMAT"),
+        ("--body-timeout", "QUINTET_BODY_TIMEOUT"),
+        ("--body-min-rate", "QUINTET_BODY_MIN_RATE"),
+        ("--max-connections ", "QUINTET_MAX_CONNECTIONS="),
+        (
+            "--max-connections-per-client",
+            "QUINTET_MAX_CONNECTIONS_PER_CLIENT",
+        ),
+        ("--disk-reserve", "QUINTET_DISK_RESERVE"),
+        ("--engine-connect-timeout", "QUINTET_ENGINE_CONNECT_TIMEOUT"),
     ] {
         assert!(help.contains(flag), "{flag} missing from:\n{help}");
         assert!(help.contains(env), "{env} missing from:\n{help}");

@@ -148,8 +148,23 @@ impl KeyCache {
         missing.insert(key.clone());
     }
 
-    /// The key `key`, revoked or not, from memory or else from the registry.
+    /// The key `key`, revoked or not, from memory or else from the registry. While the
+    /// registry says this node may have missed changes ([`Registry::caches_current`]),
+    /// from the registry every time, cached or not.
     pub async fn get(&self, key: &KeyId) -> Result<Option<Arc<CachedKey>>> {
+        if !self.registry.caches_current() {
+            let fresh = self.registry.get_key(key).await?;
+            return Ok(fresh.map(|k| match self.cached(key) {
+                // The cached entry (with its use times), brought up to date.
+                Some(entry) => {
+                    if k.is_revoked() {
+                        entry.revoked.store(true, Ordering::SeqCst);
+                    }
+                    entry
+                }
+                None => Arc::new(CachedKey::new(k)),
+            }));
+        }
         if let Some(hit) = self.cached(key) {
             return Ok(Some(hit));
         }

@@ -84,6 +84,10 @@ impl Registry for Spy {
     async fn list_instances(&self, app: Option<&AppName>) -> Result<Vec<Instance>> {
         self.inner.list_instances(app).await
     }
+
+    async fn instances_for_sweep(&self) -> Result<(Vec<Instance>, quintet_core::InstanceId)> {
+        self.inner.instances_for_sweep().await
+    }
     async fn create_account(&self, name: &AccountName, plan: Plan) -> Result<Account> {
         self.inner.create_account(name, plan).await
     }

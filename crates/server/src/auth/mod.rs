@@ -7,13 +7,14 @@
 //!
 //! | request | credential |
 //! |---|---|
-//! | `GET /`, `/_health`, `/_metrics`, everything under `/_presigned/` | none |
+//! | `GET /`, `/_health`, `/_ready`, `/_metrics`, everything under `/_presigned/` | none |
 //! | `/_admin` and everything under it | the admin token |
 //! | application form `/<app>/<type>/...` | a JWT signed with a key of `<app>` |
 //! | everything else (the domain form) | per `--auth`: none, or a JWT signed with `--jwt-secret` |
 //!
-//! `/_metrics` is public like `/_health`: it carries request counts and latencies by status
-//! class only, never names or data, and scrapers rarely hold tokens. Pre-signed URLs carry
+//! `/_metrics` and `/_ready` are public like `/_health`: they carry request counts and
+//! latencies by status class, and which engine is down, never names or data; scrapers and
+//! load balancers rarely hold tokens. Pre-signed URLs carry
 //! their own signature, which is their credential.
 //!
 //! The outcome is a [`Principal`] in the request's extensions; admin handlers take the
@@ -59,7 +60,7 @@ pub fn classify(path: &str, scope: &Scope) -> Access {
         return Access::App(app.clone());
     }
     match path {
-        "/" | "/_health" | "/_metrics" => Access::Public,
+        "/" | "/_health" | "/_ready" | "/_metrics" => Access::Public,
         "/_admin" => Access::Admin,
         p if p.starts_with("/_admin/") => Access::Admin,
         p if p.starts_with("/_presigned/") => Access::Public,
@@ -294,6 +295,7 @@ mod tests {
         let cases = [
             ("/", Scope::Domain, Access::Public),
             ("/_health", Scope::Domain, Access::Public),
+            ("/_ready", Scope::Domain, Access::Public),
             ("/_metrics", Scope::Domain, Access::Public),
             ("/_presigned/abc/def", Scope::Domain, Access::Public),
             ("/_admin", Scope::Domain, Access::Admin),

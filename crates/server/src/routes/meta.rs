@@ -1,4 +1,4 @@
-//! The server's own routes: info, health and metrics.
+//! The server's own routes: info, liveness, readiness and metrics.
 
 use axum::{
     Router,
@@ -16,6 +16,7 @@ pub(super) fn routes() -> Router<AppState> {
     Router::new()
         .route("/", get(info))
         .route("/_health", get(health))
+        .route("/_ready", get(ready))
         .route("/_metrics", get(metrics))
 }
 
@@ -40,9 +41,50 @@ async fn health() -> Response {
     reply::ok(StatusCode::OK)
 }
 
+/// `GET /_ready`: whether this node can serve its calls now: the registry and the adapter
+/// of every service answer (engines reachable, the data directory writable and not full).
+/// 200 `{ok:true, checks}`, else 503 `{ok:false, status, msg, checks}` naming what is
+/// wrong, with `Retry-After`; `checks` maps `registry` and each service type to `"ok"` or
+/// the reason. `/_health` stays liveness: the process answers.
+async fn ready(State(state): State<AppState>) -> Response {
+    let outcomes = state.services.readiness().await;
+    let mut checks = serde_json::Map::new();
+    let mut problems = Vec::new();
+    for (name, outcome) in outcomes {
+        let value = match outcome {
+            Ok(()) => "ok".to_owned(),
+            Err(e) => {
+                let why = e.public_message();
+                problems.push(format!("{name}: {why}"));
+                why
+            }
+        };
+        checks.insert(name.to_owned(), serde_json::Value::String(value));
+    }
+    if problems.is_empty() {
+        return reply::json(StatusCode::OK, &json!({"ok": true, "checks": checks}));
+    }
+    let mut res = reply::json(
+        StatusCode::SERVICE_UNAVAILABLE,
+        &json!({
+            "ok": false,
+            "status": 503,
+            "msg": format!("not ready: {}", problems.join("; ")),
+            "checks": checks,
+        }),
+    );
+    res.headers_mut().insert(
+        header::RETRY_AFTER,
+        HeaderValue::from_static(crate::error::RETRY_AFTER_SECS),
+    );
+    res
+}
+
 /// `GET /_metrics`: Prometheus text.
 async fn metrics(State(state): State<AppState>) -> Response {
-    let mut res = state.metrics.render().into_response();
+    let mut text = state.metrics.render();
+    state.connections.render(&mut text);
+    let mut res = text.into_response();
     res.headers_mut().insert(
         header::CONTENT_TYPE,
         HeaderValue::from_static("text/plain; version=0.0.4"),

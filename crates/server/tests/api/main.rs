@@ -12,6 +12,7 @@ mod data;
 mod http;
 mod hyper_connect;
 mod lifecycle;
+mod limits;
 mod queue;
 mod quotas;
 mod search;

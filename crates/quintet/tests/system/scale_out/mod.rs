@@ -5,8 +5,10 @@
 //! modules below take one service (or the registry) at a time.
 
 mod cache;
+mod engine_down;
 mod queue;
 mod registry;
+mod revocation_stall;
 mod search;
 mod storage;
 

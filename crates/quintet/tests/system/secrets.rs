@@ -1,16 +1,13 @@
 //! Secrets at rest, with the real binary: what a copy of the data directory gives away
 //! (nothing that authenticates), and rotating the master key.
 
-#![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
-
+use crate::BIN;
 use std::{path::Path, process::Command};
 
 use quintet_core::keyring::MasterKey;
 use quintet_testkit::Process;
 use reqwest::Method;
 use serde_json::{Value, json};
-
-const BIN: &str = env!("CARGO_BIN_EXE_quintet");
 
 /// Every byte of every file under `dir`.
 fn all_bytes(dir: &Path) -> Vec<u8> {
