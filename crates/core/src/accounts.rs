@@ -56,6 +56,7 @@ impl Plan {
                 object_bytes: 100 * MIB,
                 stored_bytes_per_app: 5 * GIB,
                 cache_bytes_per_app: 64 * MIB,
+                requests_per_second_per_key: 1_000,
             },
             Self::Pro => Limits {
                 instances_per_app: 100,
@@ -64,6 +65,7 @@ impl Plan {
                 object_bytes: GIB,
                 stored_bytes_per_app: 100 * GIB,
                 cache_bytes_per_app: 512 * MIB,
+                requests_per_second_per_key: 5_000,
             },
             Self::Business => Limits {
                 instances_per_app: 500,
@@ -72,6 +74,7 @@ impl Plan {
                 object_bytes: 5 * GIB,
                 stored_bytes_per_app: 1024 * GIB,
                 cache_bytes_per_app: 4 * GIB,
+                requests_per_second_per_key: 20_000,
             },
         }
     }
@@ -170,6 +173,8 @@ pub struct Limits {
     /// Bytes (keys plus values) the application's cache entries may take in all: its share
     /// of the cache, whatever the server's bound.
     pub cache_bytes_per_app: u64,
+    /// Requests per second each access key of the application may send.
+    pub requests_per_second_per_key: u64,
 }
 
 impl Limits {
@@ -225,7 +230,7 @@ impl PlanLimits {
                 "plan limits: {what}; write {{\"starter\": {{\"object_bytes\": 10485760}}}} \
                  with the plans starter, pro, business and the limits instances_per_app, \
                  queues_per_app, deliveries_per_app, object_bytes, stored_bytes_per_app, \
-                 cache_bytes_per_app"
+                 cache_bytes_per_app, requests_per_second_per_key"
             ))
         };
         let plans = changes
@@ -252,6 +257,7 @@ impl PlanLimits {
                     "object_bytes" => l.object_bytes = n,
                     "stored_bytes_per_app" => l.stored_bytes_per_app = n,
                     "cache_bytes_per_app" => l.cache_bytes_per_app = n,
+                    "requests_per_second_per_key" => l.requests_per_second_per_key = n,
                     other => return Err(bad(format!("unknown limit {other:?}"))),
                 }
             }

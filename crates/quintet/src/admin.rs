@@ -290,10 +290,7 @@ impl Admin {
         if let Some(body) = body {
             req = req.json(&body);
         }
-        let res = req
-            .send()
-            .await
-            .with_context(|| format!("cannot reach the server at {}", self.base))?;
+        let res = req.send().await.map_err(|e| unreachable(&self.base, e))?;
         let status = res.status();
         let text = res.text().await.context("reading the server's answer")?;
         let value: Value = serde_json::from_str(&text).unwrap_or(Value::Null);
@@ -316,6 +313,26 @@ impl Admin {
         }
         Ok(())
     }
+}
+
+/// Why the server at `base` could not be called, naming the usual mistake: https to a
+/// server that speaks plain HTTP.
+fn unreachable(base: &str, e: reqwest::Error) -> anyhow::Error {
+    let mut chain = e.to_string();
+    let mut source = std::error::Error::source(&e);
+    while let Some(s) = source {
+        chain.push_str(": ");
+        chain.push_str(&s.to_string());
+        source = s.source();
+    }
+    if base.starts_with("https://") && chain.contains("InvalidContentType") {
+        let plain = base.replacen("https://", "http://", 1);
+        return anyhow::anyhow!(
+            "the server at {base} speaks plain HTTP, not HTTPS: use {plain} (--url or \
+             QUINTET_URL), or start the server with --tls-cert and --tls-key"
+        );
+    }
+    anyhow::anyhow!("cannot reach the server at {base}: {chain}")
 }
 
 fn text(v: &Value) -> String {

@@ -23,7 +23,7 @@ use std::{
 
 use anyhow::{Context, bail};
 use clap::{Args, ValueEnum};
-use quintet_core::keys::Secret;
+use quintet_core::{keyring::TokenDigest, keys::Secret};
 use quintet_server::config::{DomainAuth, PrivateTargets, TlsFiles};
 use serde::{Deserialize, Serialize};
 
@@ -260,6 +260,23 @@ pub struct ServeArgs {
     #[arg(long, value_name = "TOKEN", hide_env_values = true)]
     pub admin_token: Option<String>,
 
+    /// Bearer token /_metrics needs (the admin token works too), at least 16 characters;
+    /// give it to the scraper so it need not hold the admin token [default: /_metrics is
+    /// public]
+    #[arg(long, value_name = "TOKEN", hide_env_values = true)]
+    pub metrics_token: Option<String>,
+
+    /// Requests per second one client address may send, with a burst of as many; 429 with
+    /// Retry-After beyond [default: unlimited]
+    #[arg(long, value_name = "N")]
+    pub rate_limit_per_client: Option<u32>,
+
+    /// Requests per second any one access key may send, also below what its account's plan
+    /// allows (the plan's requests_per_second_per_key, see --plan-limits) [default: the
+    /// plan's rate]
+    #[arg(long, value_name = "N")]
+    pub rate_limit_per_key: Option<u32>,
+
     /// File holding the master key that seals secrets at rest and derives the admin token
     /// and the pre-signed URL key; created (0600) when missing. Keep it outside the data
     /// directory and give every node the same key [default:
@@ -323,7 +340,8 @@ pub struct ServeArgs {
     /// Changes to the limits of the plans, as JSON (in the file, a table): e.g.
     /// {"starter": {"object_bytes": 10485760, "queues_per_app": 2}}. Limits:
     /// instances_per_app, queues_per_app, deliveries_per_app, object_bytes,
-    /// stored_bytes_per_app, cache_bytes_per_app (see docs/security.md) [default: the
+    /// stored_bytes_per_app, cache_bytes_per_app, requests_per_second_per_key (see
+    /// docs/security.md) [default: the
     /// built-in limits]
     #[arg(long, value_name = "JSON", value_parser = json_value)]
     pub plan_limits: Option<serde_json::Value>,
@@ -505,6 +523,19 @@ impl ServeArgs {
             other => other.map(Duration::from_secs),
         };
         let admin_token = s.admin_token.map(|t| check_admin_token(&t)).transpose()?;
+        let metrics_token = s
+            .metrics_token
+            .as_deref()
+            .map(|t| check_token("--metrics-token", t).map(|t| TokenDigest::of(t.as_bytes())))
+            .transpose()?;
+        for (flag, rate) in [
+            ("--rate-limit-per-client", s.rate_limit_per_client),
+            ("--rate-limit-per-key", s.rate_limit_per_key),
+        ] {
+            if rate == Some(0) {
+                bail!("{flag} must be at least 1 request per second; leave it unset for no limit");
+            }
+        }
         let tls = match (s.tls_cert, s.tls_key) {
             (Some(cert), Some(key)) => Some(TlsFiles { cert, key }),
             (None, None) => None,
@@ -579,6 +610,9 @@ impl ServeArgs {
                 domain_auth,
                 jwt_max_ttl,
                 admin_tokens: Vec::new(),
+                metrics_token,
+                rate_limit_per_client: s.rate_limit_per_client,
+                rate_limit_per_key: s.rate_limit_per_key,
                 tls,
                 queue_private_targets: match queue_private_targets {
                     PrivateTargetsArg::Deny => PrivateTargets::Deny,
@@ -657,13 +691,18 @@ fn domain_auth(
 
 /// An admin token long enough, and fit for an HTTP header.
 fn check_admin_token(token: &str) -> anyhow::Result<Secret> {
+    check_token("--admin-token", token).map(Secret::from_stored)
+}
+
+/// A bearer token given as `flag`: long enough, and fit for an HTTP header.
+fn check_token<'t>(flag: &str, token: &'t str) -> anyhow::Result<&'t str> {
     if token.len() < MIN_ADMIN_TOKEN_LEN {
-        bail!("--admin-token must be at least {MIN_ADMIN_TOKEN_LEN} characters long");
+        bail!("{flag} must be at least {MIN_ADMIN_TOKEN_LEN} characters long");
     }
     if !token.bytes().all(|b| b.is_ascii_graphic()) {
-        bail!("--admin-token must be visible ASCII characters without spaces");
+        bail!("{flag} must be visible ASCII characters without spaces");
     }
-    Ok(Secret::from_stored(token))
+    Ok(token)
 }
 
 /// An absolute http(s) URL, returned without a trailing slash.

@@ -7,7 +7,7 @@
 
 use clap::{CommandFactory, FromArgMatches, Parser, Subcommand};
 
-use crate::{admin, cert, cli, master_key, token};
+use crate::{admin, cert, cli, master_key, shell, token};
 
 /// quintet: data, cache, search, queue and storage for applications, in one program.
 #[derive(Debug, Parser)]
@@ -43,6 +43,10 @@ pub enum Command {
     MasterKey(master_key::MasterKeyCommand),
     /// Write a TLS certificate clients accept, signed by a local authority to trust.
     Cert(cert::CertArgs),
+    /// Print a completion script for a shell (bash, zsh, fish, elvish, powershell).
+    Completions(shell::CompletionsArgs),
+    /// Print the manual page (roff), of quintet or of one of its commands.
+    Man(shell::ManArgs),
 }
 
 /// The command line with every `serve` setting also read from its environment variable.

@@ -17,4 +17,5 @@ pub mod limits;
 pub mod master_key;
 pub mod node;
 pub mod open;
+pub mod shell;
 pub mod token;

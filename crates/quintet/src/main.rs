@@ -38,6 +38,8 @@ fn main() -> ExitCode {
         Command::AdminToken(args) => master_key::run_admin_token(args),
         Command::MasterKey(cmd) => master_key::run_master_key(cmd),
         Command::Cert(args) => quintet::cert::run(args),
+        Command::Completions(args) => quintet::shell::completions(&args, &mut std::io::stdout()),
+        Command::Man(args) => quintet::shell::man(&args, &mut std::io::stdout()),
     };
     match result {
         Ok(()) => ExitCode::SUCCESS,

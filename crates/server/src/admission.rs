@@ -123,25 +123,6 @@ impl ConnectionLimits {
         ]
     }
 
-    /// The gauges and counters in Prometheus' text format, appended to `out`.
-    pub fn render(&self, out: &mut String) {
-        use std::fmt::Write as _;
-        out.push_str("# HELP quintet_connections_open Connections open now.\n");
-        out.push_str("# TYPE quintet_connections_open gauge\n");
-        let _ = writeln!(out, "quintet_connections_open {}", self.open());
-        out.push_str(
-            "# HELP quintet_connections_refused_total Connections closed on arrival, by reason.\n",
-        );
-        out.push_str("# TYPE quintet_connections_refused_total counter\n");
-        for (why, n) in self.refused() {
-            let _ = writeln!(
-                out,
-                "quintet_connections_refused_total{{reason=\"{}\"}} {n}",
-                why.as_str()
-            );
-        }
-    }
-
     fn release(&self, client: IpAddr) {
         let mut per_client = self
             .per_client
@@ -201,6 +182,13 @@ impl Drop for Permit {
 pub struct Admitted {
     stream: TcpStream,
     _permit: Permit,
+}
+
+impl Admitted {
+    /// Read the first bytes the client sent without taking them from the stream.
+    pub async fn peek(&self, buf: &mut [u8]) -> io::Result<usize> {
+        self.stream.peek(buf).await
+    }
 }
 
 impl AsyncRead for Admitted {

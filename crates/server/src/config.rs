@@ -68,6 +68,14 @@ pub struct Config {
     /// Digests of the bearer tokens the admin API (`/_admin/...`) accepts; empty refuses
     /// every admin call. Only digests are kept, so no memory dump or file shows a token.
     pub admin_tokens: Vec<TokenDigest>,
+    /// Digest of the token `/_metrics` needs (the admin token works too); `/_metrics` is
+    /// public when `None`.
+    pub metrics_token: Option<TokenDigest>,
+    /// Requests per second one client address may send; unlimited when `None`.
+    pub rate_limit_per_client: Option<u32>,
+    /// Requests per second any one access key may send, whatever its plan allows; only the
+    /// plan's rate when `None`.
+    pub rate_limit_per_key: Option<u32>,
     /// Certificate chain and private key for HTTPS; plain HTTP when absent.
     pub tls: Option<TlsFiles>,
     /// Connections: how many, from whom, and how fast their bodies must arrive.
@@ -184,6 +192,9 @@ impl Default for Config {
             domain_auth: DomainAuth::None,
             jwt_max_ttl: None,
             admin_tokens: Vec::new(),
+            metrics_token: None,
+            rate_limit_per_client: None,
+            rate_limit_per_key: None,
             tls: None,
             connections: ConnectionSettings::default(),
         }

@@ -4,8 +4,9 @@
 //! metrics) → [`hosts::check_host`] (DNS rebinding guard) → [`cors::cors`] (which pages
 //! may call) → [`middleware::json_errors`] → [`scope::resolve_scope`] (application
 //! form → domain form) → [`auth::authorize`] (401/403, or the caller's
-//! [`auth::Principal`]) → the router of [`routes`], whose handlers extract a typed instance
-//! ([`extract::Inst`]), call one port, and shape the answer ([`reply`]). Errors become
+//! [`auth::Principal`]) → [`rate::limit`] (429 past a client's or a key's rate) → the
+//! router of [`routes`], whose handlers extract a typed instance ([`extract::Inst`]), call
+//! one port, and shape the answer ([`reply`]). Errors become
 //! statuses in exactly one place, [`error::status_of`].
 //!
 //! The crate knows no engine: it receives its ports as trait objects in [`Services`].
@@ -25,9 +26,11 @@ pub mod instances;
 pub mod metrics;
 pub mod middleware;
 pub mod quota;
+pub mod rate;
 pub mod reply;
 mod routes;
 pub mod scope;
+pub mod scrape;
 mod serve;
 pub mod services;
 pub mod state;
@@ -75,6 +78,10 @@ pub fn app(
         .layer(axum::middleware::from_fn_with_state(
             Arc::clone(&state.auth),
             auth::authorize,
+        ))
+        .layer(axum::middleware::from_fn_with_state(
+            state.clone(),
+            rate::limit,
         ))
         .service(router)
 }

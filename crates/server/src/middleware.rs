@@ -72,7 +72,8 @@ pub async fn observe(
     body_read.finish(&mut res);
     let elapsed = start.elapsed();
     let status = res.status().as_u16();
-    metrics.record(status, elapsed);
+    let route = res.extensions().get::<crate::metrics::Route>().copied();
+    metrics.record(&method, route, status, elapsed);
     if let Ok(v) = HeaderValue::from_str(&id) {
         res.headers_mut().insert(REQUEST_ID.clone(), v);
     }

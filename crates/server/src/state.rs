@@ -32,6 +32,8 @@ pub struct AppState {
     pub config: Arc<Config>,
     /// Request counters.
     pub metrics: Arc<Metrics>,
+    /// Sizes measured for `/_metrics`, reused for a while.
+    pub measured: Arc<crate::scrape::MeasureCache>,
     /// Credentials: the admin token, the domain auth mode, access keys.
     pub auth: Arc<Auth>,
     /// The registry's listener keeping the caches true to changes made by other nodes.
@@ -46,6 +48,8 @@ pub struct AppState {
     pub origins: Arc<OriginPolicy>,
     /// Each application's plan limits.
     pub quotas: Arc<Quotas>,
+    /// Request rates per client address and per access key.
+    pub rates: Arc<crate::rate::RateLimits>,
     /// The bytes each application keeps, for its plan's quotas.
     pub usage: Arc<Usage>,
     /// The open connections and their bounds.
@@ -67,12 +71,15 @@ impl AppState {
             Arc::clone(&clock),
             config.plan_limits.clone(),
         ));
+        let metrics = Arc::new(Metrics::default());
+        crate::scrape::start_clock();
         let dispatcher = Dispatcher::new(
             Arc::clone(&services.queue),
             Arc::clone(&services.registry),
             Arc::clone(&clock),
             config.dispatch_settings(),
             Arc::clone(&quotas),
+            Arc::clone(&metrics),
         );
         // Jobs due through other nodes wake this node's pumps (adapters shared by nodes).
         let due: Weak<Dispatcher> = Arc::downgrade(&dispatcher);
@@ -113,9 +120,14 @@ impl AppState {
             hosts,
             origins,
             quotas,
+            rates: Arc::new(crate::rate::RateLimits::new(
+                config.rate_limit_per_client,
+                Arc::clone(&clock),
+            )),
             usage,
             config: Arc::new(config),
-            metrics: Arc::new(Metrics::default()),
+            metrics,
+            measured: Arc::default(),
             auth: Arc::new(auth),
             invalidator,
             clock,

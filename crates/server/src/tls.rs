@@ -120,6 +120,12 @@ async fn accept_loop(
         }
         let (tls, tx) = (tls.clone(), tx.clone());
         tokio::spawn(async move {
+            let mut stream = stream;
+            if let Ok(true) =
+                tokio::time::timeout(HANDSHAKE_TIMEOUT, sent_plain_http(&mut stream)).await
+            {
+                return;
+            }
             match tokio::time::timeout(HANDSHAKE_TIMEOUT, tls.accept(stream)).await {
                 Ok(Ok(stream)) => {
                     let _ = tx.send((stream, peer)).await;
@@ -129,6 +135,31 @@ async fn accept_loop(
             }
         });
     }
+}
+
+/// What a plain-HTTP client on the HTTPS port is told, as plain HTTP (curl and browsers
+/// show it; a TLS failure would only say "empty reply").
+const PLAIN_HTTP_ANSWER: &str = "{\"ok\":false,\"status\":400,\"msg\":\"this port speaks HTTPS, \
+    and the request came as plain HTTP: use https://\"}";
+
+/// Whether the client opened with plain HTTP instead of a TLS handshake (a TLS record
+/// starts with 0x16, an HTTP request with a method's capital letter); if so it is answered
+/// 400 and closed.
+async fn sent_plain_http(stream: &mut Admitted) -> bool {
+    use tokio::io::AsyncWriteExt;
+    let mut first = [0u8; 1];
+    match stream.peek(&mut first).await {
+        Ok(1) if first[0].is_ascii_uppercase() => {}
+        _ => return false,
+    }
+    let answer = format!(
+        "HTTP/1.1 400 Bad Request\r\ncontent-type: application/json\r\ncontent-length: {}\r\n\
+         connection: close\r\n\r\n{PLAIN_HTTP_ANSWER}",
+        PLAIN_HTTP_ANSWER.len()
+    );
+    let _ = stream.write_all(answer.as_bytes()).await;
+    let _ = stream.shutdown().await;
+    true
 }
 
 impl Drop for TlsListener {

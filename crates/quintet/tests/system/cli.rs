@@ -274,6 +274,22 @@ fn admin_commands_without_a_token_say_where_to_find_one() {
 }
 
 #[tokio::test]
+async fn the_cli_says_when_https_meets_a_plain_http_server() {
+    let dir = tempfile::tempdir().unwrap();
+    let data = dir.path().join("data");
+    let p = spawn(&data, &[]);
+    let https = p.url("").replacen("http://", "https://", 1);
+    let err = fails(&https, &data, &["account", "list"]);
+    assert!(
+        err.contains(&format!(
+            "the server at {https} speaks plain HTTP, not HTTPS: use {}",
+            p.url("")
+        )),
+        "{err}"
+    );
+}
+
+#[tokio::test]
 async fn admin_commands_find_the_server_of_the_data_directory() {
     let dir = tempfile::tempdir().unwrap();
     let data = dir.path().join("data");

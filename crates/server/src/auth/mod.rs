@@ -7,14 +7,16 @@
 //!
 //! | request | credential |
 //! |---|---|
-//! | `GET /`, `/_health`, `/_ready`, `/_metrics`, everything under `/_presigned/` | none |
+//! | `GET /`, `/_health`, `/_ready`, everything under `/_presigned/` | none |
+//! | `/_metrics` | none, or with `--metrics-token` that token or the admin token |
 //! | `/_admin` and everything under it | the admin token |
 //! | application form `/<app>/<type>/...` | a JWT signed with a key of `<app>` |
 //! | everything else (the domain form) | per `--auth`: none, or a JWT signed with `--jwt-secret` |
 //!
-//! `/_metrics` and `/_ready` are public like `/_health`: they carry request counts and
-//! latencies by status class, and which engine is down, never names or data; scrapers and
-//! load balancers rarely hold tokens. Pre-signed URLs carry
+//! `/_ready` is public like `/_health`: it says which engine is down, never names or data;
+//! load balancers rarely hold tokens. `/_metrics` is public by default for the same reason
+//! (scrapers), but it names applications and queues (never data), so an operator who
+//! exposes the port can require a scrape token with `--metrics-token`. Pre-signed URLs carry
 //! their own signature, which is their credential.
 //!
 //! The outcome is a [`Principal`] in the request's extensions; admin handlers take the
@@ -48,6 +50,8 @@ pub enum Access {
     Public,
     /// The admin token.
     Admin,
+    /// The metrics token or the admin token, when a metrics token is set; else none.
+    Metrics,
     /// A token signed with a key of this application.
     App(AppName),
     /// What `--auth` says for the domain form.
@@ -60,7 +64,8 @@ pub fn classify(path: &str, scope: &Scope) -> Access {
         return Access::App(app.clone());
     }
     match path {
-        "/" | "/_health" | "/_ready" | "/_metrics" => Access::Public,
+        "/" | "/_health" | "/_ready" => Access::Public,
+        "/_metrics" => Access::Metrics,
         "/_admin" => Access::Admin,
         p if p.starts_with("/_admin/") => Access::Admin,
         p if p.starts_with("/_presigned/") => Access::Public,
@@ -94,6 +99,7 @@ pub enum Principal {
 pub struct Auth {
     domain: DomainAuth,
     admin_tokens: Vec<TokenDigest>,
+    metrics_token: Option<TokenDigest>,
     max_ttl: Option<std::time::Duration>,
     /// Access keys by id.
     pub keys: Arc<KeyCache>,
@@ -134,6 +140,7 @@ impl Auth {
         Self {
             domain: config.domain_auth.clone(),
             admin_tokens: config.admin_tokens.clone(),
+            metrics_token: config.metrics_token.clone(),
             max_ttl: config.jwt_max_ttl,
             keys: Arc::new(KeyCache::new(registry)),
             admin_failures: Failures::new(Arc::clone(&clock)),
@@ -152,6 +159,7 @@ impl Auth {
         match classify(path, scope) {
             Access::Public => Ok(Principal::Anonymous),
             Access::Admin => self.admin(headers, client),
+            Access::Metrics => self.metrics(headers, client),
             Access::App(app) => self.app(&app, headers).await,
             Access::Domain => self.domain(headers),
         }
@@ -180,6 +188,33 @@ impl Auth {
                     .into(),
             ))
         }
+    }
+
+    fn metrics(&self, headers: &HeaderMap, client: Option<std::net::IpAddr>) -> Result<Principal> {
+        let Some(digest) = &self.metrics_token else {
+            return Ok(Principal::Anonymous);
+        };
+        self.admin_failures.check(client)?;
+        let token = bearer(
+            headers,
+            "the metrics token (--metrics-token) or the admin token",
+        )?;
+        if digest.matches(token.as_bytes()) {
+            return Ok(Principal::Anonymous);
+        }
+        if self
+            .admin_tokens
+            .iter()
+            .any(|d| d.matches(token.as_bytes()))
+        {
+            return Ok(Principal::Admin);
+        }
+        self.admin_failures.record(client);
+        Err(Error::Unauthenticated(
+            "the token is not valid for /_metrics: send the metrics token the server was \
+             started with (--metrics-token) or the admin token"
+                .into(),
+        ))
     }
 
     async fn app(&self, app: &AppName, headers: &HeaderMap) -> Result<Principal> {

@@ -45,6 +45,9 @@ pub(super) struct Delivery {
     pub policy: Arc<TargetPolicy>,
     pub app: AppName,
     pub app_slots: Arc<AppSlots>,
+    pub metrics: Arc<crate::metrics::Metrics>,
+    /// The queue as metrics name it: `app/name`.
+    pub label: String,
 }
 
 impl Delivery {

@@ -116,6 +116,7 @@ pub struct Dispatcher {
     /// Where this server listens, once bound.
     own: Mutex<Vec<SocketAddr>>,
     app_slots: Arc<AppSlots>,
+    metrics: Arc<crate::metrics::Metrics>,
     inner: Mutex<Inner>,
     /// Itself, for the tasks it starts when another node announces due jobs.
     me: Weak<Dispatcher>,
@@ -152,6 +153,7 @@ impl Dispatcher {
         clock: Arc<dyn Clock>,
         settings: Settings,
         quotas: Arc<Quotas>,
+        metrics: Arc<crate::metrics::Metrics>,
     ) -> Arc<Self> {
         Arc::new_cyclic(|me| Self {
             port,
@@ -163,6 +165,7 @@ impl Dispatcher {
                 quotas,
                 slots: Mutex::new(HashMap::new()),
             }),
+            metrics,
             inner: Mutex::new(Inner::default()),
             me: me.clone(),
         })
@@ -316,6 +319,8 @@ impl Dispatcher {
             policy,
             app: queue.app.clone(),
             app_slots: Arc::clone(&self.app_slots),
+            metrics: Arc::clone(&self.metrics),
+            label: format!("{}/{}", queue.app, queue.name),
         };
         let wake = Arc::new(Notify::new());
         let (mode, mode_rx) = watch::channel(Mode::Run);

@@ -283,7 +283,19 @@ impl Pump {
 
     /// Queue `settlements` for recording; note when released retries fall due.
     fn record(&self, w: &mut Work, settlements: Vec<Settlement>) {
+        use crate::metrics::DeliveryOutcome;
         for s in &settlements {
+            let counted = match s.outcome {
+                Outcome::Delivered => Some(DeliveryOutcome::Delivered),
+                Outcome::Failed { .. } => Some(DeliveryOutcome::Failed),
+                Outcome::RetryAt { .. } => Some(DeliveryOutcome::Retry),
+                Outcome::Released => None,
+            };
+            if let Some(outcome) = counted {
+                self.delivery
+                    .metrics
+                    .delivery(&self.delivery.label, outcome);
+            }
             if let Outcome::RetryAt { due_ms, .. } = s.outcome {
                 w.next_due = Some(w.next_due.map_or(due_ms, |d| d.min(due_ms)));
             }

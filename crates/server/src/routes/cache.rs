@@ -170,12 +170,9 @@ async fn get_entry(
     KeyParam(key): KeyParam,
     LegacyGet(legacy): LegacyGet,
 ) -> ApiResult<Response> {
-    let value = state
-        .services
-        .cache
-        .get(&inst, &key)
-        .await?
-        .ok_or_else(|| quintet_core::cache::missing_key(&inst.name, &key))?;
+    let found = state.services.cache.get(&inst, &key).await?;
+    state.metrics.cache_lookup(found.is_some());
+    let value = found.ok_or_else(|| quintet_core::cache::missing_key(&inst.name, &key))?;
     if legacy {
         return Ok(reply::json_text(
             StatusCode::CREATED,

@@ -80,14 +80,12 @@ async fn ready(State(state): State<AppState>) -> Response {
     res
 }
 
-/// `GET /_metrics`: Prometheus text.
+/// `GET /_metrics`: OpenMetrics text (see [`crate::scrape`]).
 async fn metrics(State(state): State<AppState>) -> Response {
-    let mut text = state.metrics.render();
-    state.connections.render(&mut text);
-    let mut res = text.into_response();
+    let mut res = crate::scrape::render(&state).await.into_response();
     res.headers_mut().insert(
         header::CONTENT_TYPE,
-        HeaderValue::from_static("text/plain; version=0.0.4"),
+        HeaderValue::from_static(crate::scrape::CONTENT_TYPE),
     );
     res
 }

@@ -28,5 +28,6 @@ pub fn router(state: AppState) -> Router {
         .merge(search::routes())
         .layer(DefaultBodyLimit::max(limit))
         .merge(storage::routes().layer(DefaultBodyLimit::disable()))
+        .route_layer(axum::middleware::from_fn(crate::metrics::mark_route))
         .with_state(state)
 }

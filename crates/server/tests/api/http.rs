@@ -161,26 +161,67 @@ async fn every_answer_carries_a_request_id_and_keeps_a_given_one() {
     assert_eq!(r.header("x-request-id"), Some("trace-123"));
 }
 
+/// The value of the sample `line_start` (its name and labels exactly) in an OpenMetrics text.
+fn sample(text: &str, line_start: &str) -> Option<f64> {
+    text.lines()
+        .find_map(|l| l.strip_prefix(line_start)?.strip_prefix(' '))
+        .and_then(|v| v.parse().ok())
+}
+
 #[tokio::test]
-async fn metrics_count_requests() {
+async fn metrics_count_requests_by_route_and_measure_the_node() {
     let s = TestServer::start().await;
     s.get("/_health").await.expect(200);
     s.get("/nope").await.expect(404);
+    s.create("cache", "c", None).await.expect(201);
+    s.put("/cache/c/k", Some(json!({"v": 1}))).await.expect(200);
+    s.get("/cache/c/k").await.expect(201);
+    s.get("/cache/c/gone").await.expect(404);
     let r = s.get("/_metrics").await.expect(200);
-    assert!(r.header("content-type").unwrap().starts_with("text/plain"));
-    assert!(
-        r.text
-            .contains("quintet_http_requests_total{class=\"2xx\"}"),
-        "{}",
-        r.text
+    assert_eq!(
+        r.header("content-type"),
+        Some("application/openmetrics-text; version=1.0.0; charset=utf-8")
     );
-    let line = r
-        .text
-        .lines()
-        .find(|l| l.starts_with("quintet_http_requests_total{class=\"4xx\"}"))
-        .unwrap();
-    let n: u64 = line.rsplit(' ').next().unwrap().parse().unwrap();
-    assert!(n >= 1, "{line}");
+    let t = &r.text;
+    assert!(t.ends_with("# EOF\n"), "{t}");
+    for (sample_of, want) in [
+        (
+            r#"quintet_http_requests_total{service="server",method="GET",route="/_health",class="2xx"}"#,
+            1.0,
+        ),
+        (
+            r#"quintet_http_requests_total{service="none",method="GET",route="unmatched",class="4xx"}"#,
+            1.0,
+        ),
+        (
+            r#"quintet_http_requests_total{service="cache",method="GET",route="/cache/{instance}/{key}",class="2xx"}"#,
+            1.0,
+        ),
+        (
+            r#"quintet_http_requests_total{service="cache",method="GET",route="/cache/{instance}/{key}",class="4xx"}"#,
+            1.0,
+        ),
+        (
+            r#"quintet_http_request_duration_seconds_count{service="cache",method="GET",route="/cache/{instance}/{key}"}"#,
+            2.0,
+        ),
+        (r#"quintet_cache_lookups_total{result="hit"}"#, 1.0),
+        (r#"quintet_cache_lookups_total{result="miss"}"#, 1.0),
+        (r#"quintet_instances{type="cache"}"#, 1.0),
+        (r#"quintet_instances{type="data"}"#, 0.0),
+        ("quintet_connections_open", 1.0),
+    ] {
+        assert_eq!(sample(t, sample_of), Some(want), "{sample_of} in\n{t}");
+    }
+    for present in [
+        "quintet_cache_stored_bytes",
+        "quintet_storage_stored_bytes",
+        "quintet_uptime_seconds",
+        "process_resident_memory_bytes",
+        "process_open_fds",
+    ] {
+        assert!(sample(t, present).is_some(), "{present} in\n{t}");
+    }
 }
 
 /// Send `head` (a request head announcing a body) and read the first answer's head, before

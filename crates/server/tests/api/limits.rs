@@ -285,3 +285,106 @@ async fn with_the_disk_full_writes_answer_507_and_ready_says_why() {
         .await;
     assert_eq!(r.status, 507, "{}", r.text);
 }
+
+/// A server whose clock stands still (buckets refill only when the test moves it) with
+/// `args` applied.
+async fn frozen(
+    args: impl FnOnce(&mut quintet_testkit::Args),
+) -> (TestServer, std::sync::Arc<quintet_core::ManualClock>) {
+    let clock = std::sync::Arc::new(quintet_core::ManualClock::new(1_800_000_000_000));
+    let s = TestServer::builder()
+        .clock(clock.clone())
+        .args(args)
+        .start()
+        .await;
+    (s, clock)
+}
+
+#[tokio::test]
+async fn a_client_address_past_its_rate_gets_429_until_its_bucket_refills() {
+    let (s, clock) = frozen(|a| a.rate_limit_per_client = Some(3)).await;
+    for _ in 0..3 {
+        s.get("/_health").await.expect(200);
+    }
+    let r = s.get("/_health").await.expect(429);
+    assert_eq!(r.header("retry-after"), Some("1"));
+    assert_eq!(
+        r.body,
+        json!({"ok": false, "status": 429, "msg": "too many requests from this address: at most 3 per second (--rate-limit-per-client); slow down and retry"})
+    );
+    // Refused requests reach no handler: a write is not made either.
+    s.put("/cache/c", None).await.expect(429);
+    clock.advance(1000);
+    s.put("/cache/c", None).await.expect(201);
+}
+
+#[tokio::test]
+async fn an_access_key_past_its_plans_rate_gets_429_and_other_keys_do_not() {
+    let (s, clock) = frozen(|a| {
+        a.plan_limits = Some(json!({"starter": {"requests_per_second_per_key": 2}}));
+    })
+    .await;
+    let k = s.new_app().await;
+    let other = s.new_key(&k.account, &k.app).await;
+    let path = format!("/{}/cache/c", k.app);
+    let put = |key| s.send(s.as_app(key, s.request(Method::PUT, &path)));
+    put(&k).await.expect(201);
+    put(&k).await.expect(409);
+    let r = put(&k).await.expect(429);
+    assert_eq!(r.header("retry-after"), Some("1"));
+    assert_eq!(
+        r.body["msg"],
+        format!(
+            "too many requests with key \"{}\": at most 2 per second; slow down and retry",
+            k.key
+        )
+    );
+    // Each key has its own bucket; the domain form (no key) is not limited by keys.
+    put(&other).await.expect(409);
+    for _ in 0..5 {
+        s.get("/_health").await.expect(200);
+    }
+    clock.advance(500);
+    put(&k).await.expect(409);
+    put(&k).await.expect(429);
+}
+
+#[tokio::test]
+async fn rate_limit_per_key_caps_every_key_below_its_plan() {
+    let (s, _clock) = frozen(|a| a.rate_limit_per_key = Some(1)).await;
+    let k = s.new_app().await;
+    let path = format!("/{}/cache/c", k.app);
+    let put = || s.send(s.as_app(&k, s.request(Method::PUT, &path)));
+    put().await.expect(201);
+    put().await.expect(429);
+}
+
+#[tokio::test]
+async fn with_a_metrics_token_metrics_need_it_or_the_admin_token() {
+    let token = "scrape-token-0123456789";
+    let (s, _clock) = frozen(|a| a.metrics_token = Some(token.into())).await;
+    let r = s.get("/_metrics").await.expect(401);
+    assert!(
+        r.body["msg"].as_str().unwrap().contains("--metrics-token"),
+        "{}",
+        r.body
+    );
+    let with = |t: &str| {
+        s.send(
+            s.request(Method::GET, "/_metrics")
+                .bearer_auth(t.to_owned()),
+        )
+    };
+    with("wrong-token-0123456789").await.expect(401);
+    assert!(
+        with(token)
+            .await
+            .expect(200)
+            .text
+            .contains("quintet_http_requests_total")
+    );
+    s.admin(Method::GET, "/_metrics", None).await.expect(200);
+    // Without one, /_metrics stays public.
+    let open = TestServer::start().await;
+    open.get("/_metrics").await.expect(200);
+}

@@ -398,6 +398,19 @@ async fn a_failing_worker_puts_the_job_in_error_with_its_answer() {
     assert_eq!(r.body, json!({"ok": true}));
     w.wait_for(2).await;
     until_empty(&s, "q").await;
+
+    // The metrics count both deliveries of the queue by outcome.
+    let metrics = s.get("/_metrics").await.expect(200).text;
+    for outcome in ["failed", "delivered"] {
+        let end = format!("/q\",outcome=\"{outcome}\"}} 1");
+        assert!(
+            metrics
+                .lines()
+                .any(|l| l.starts_with("quintet_queue_deliveries_total{queue=\"")
+                    && l.ends_with(&end)),
+            "{outcome} in\n{metrics}"
+        );
+    }
 }
 
 #[tokio::test]

@@ -46,13 +46,20 @@ async fn https_serves_localhost_and_refuses_untrusting_clients() {
     // A client that does not trust the certificate cannot talk to it at all.
     let strict = reqwest::Client::builder().no_proxy().build().unwrap();
     assert!(strict.get(s.url("/_health")).send().await.is_err());
-    // Nor does plain HTTP reach the handlers on the TLS port.
+    // Nor does plain HTTP reach the handlers on the TLS port: it is told to use https.
     let plain = reqwest::Client::builder().no_proxy().build().unwrap();
     let res = plain
         .get(format!("http://127.0.0.1:{port}/_health"))
         .send()
-        .await;
-    assert!(res.map(|r| !r.status().is_success()).unwrap_or(true));
+        .await
+        .unwrap();
+    assert_eq!(res.status(), 400);
+    assert_eq!(
+        res.json::<serde_json::Value>().await.unwrap(),
+        json!({"ok": false, "status": 400, "msg": "this port speaks HTTPS, and the request came as plain HTTP: use https://"})
+    );
+    // The port still speaks TLS to the next client.
+    by_name.get("/_health").await.expect(200);
 }
 
 #[tokio::test]
