@@ -5,7 +5,7 @@ WORKDIR /src
 COPY . .
 RUN --mount=type=cache,target=/usr/local/cargo/registry \
     --mount=type=cache,target=/src/target \
-    cargo build --release --locked -p quintet \
+    cargo build --release --locked -p quintet --features scale-out \
  && install -D -m 0755 target/release/quintet /out/quintet
 
 # Final stage: the binary, CA certificates (S3 and queue workers over https), a user.

@@ -65,8 +65,8 @@ impl Place<PgConfig> {
             return Ok(Self::Shared(PgConfig::new(value)?));
             #[cfg(not(feature = "postgres"))]
             bail!(
-                "this quintet was built without PostgreSQL support: rebuild it with the cargo \
-                 feature \"postgres\" (on by default) to use --{setting} postgres://…"
+                "this quintet was built without PostgreSQL support (the embedded-only default): \
+                 rebuild it with `--features scale-out` to use --{setting} postgres://…"
             );
         }
         bail!(
@@ -89,8 +89,8 @@ impl Place<RedisConfig> {
             return Ok(Self::Shared(RedisConfig::new(value)?));
             #[cfg(not(feature = "redis"))]
             bail!(
-                "this quintet was built without Redis support: rebuild it with the cargo \
-                 feature \"redis\" (on by default) to use --cache redis://…"
+                "this quintet was built without Redis support (the embedded-only default): \
+                 rebuild it with `--features scale-out` to use --cache redis://…"
             );
         }
         bail!(
@@ -123,8 +123,8 @@ impl Place<S3Config> {
 #[cfg(not(feature = "s3"))]
 fn s3_settings(_url: &str, _env: impl Fn(&str) -> Option<String>) -> anyhow::Result<S3Config> {
     bail!(
-        "this quintet was built without S3 support: rebuild it with the cargo feature \"s3\" \
-         (on by default) to use --storage s3://…"
+        "this quintet was built without S3 support (the embedded-only default): rebuild it \
+         with `--features scale-out` to use --storage s3://…"
     )
 }
 
