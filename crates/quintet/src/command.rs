@@ -7,7 +7,7 @@
 
 use clap::{CommandFactory, FromArgMatches, Parser, Subcommand};
 
-use crate::{admin, cert, cli, master_key, token};
+use crate::{admin, cert, cli, master_key, token, transfer};
 
 /// quintet: data, cache, search, queue and storage for applications, in one program.
 #[derive(Debug, Parser)]
@@ -43,6 +43,10 @@ pub enum Command {
     MasterKey(master_key::MasterKeyCommand),
     /// Write a TLS certificate clients accept, signed by a local authority to trust.
     Cert(cert::CertArgs),
+    /// Write a running server's applications, or one, to a portable archive.
+    Export(transfer::ExportArgs),
+    /// Load a portable archive into a running server, and check it reads back equal.
+    Import(transfer::ImportArgs),
 }
 
 /// The command line with every `serve` setting also read from its environment variable.

@@ -38,6 +38,8 @@ fn main() -> ExitCode {
         Command::AdminToken(args) => master_key::run_admin_token(args),
         Command::MasterKey(cmd) => master_key::run_master_key(cmd),
         Command::Cert(args) => quintet::cert::run(args),
+        Command::Export(args) => quintet::transfer::run_export(args),
+        Command::Import(args) => quintet::transfer::run_import(args),
     };
     match result {
         Ok(()) => ExitCode::SUCCESS,

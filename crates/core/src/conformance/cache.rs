@@ -414,7 +414,13 @@ pub async fn query_answers_each_expiry(cache: &dyn Cache, clock: &ManualClock) {
         .expect("add");
     clock.advance(SECOND);
     cache
-        .set(&inst, &key("soon"), value(r#"{"v":3}"#), None, SetMode::Upsert)
+        .set(
+            &inst,
+            &key("soon"),
+            value(r#"{"v":3}"#),
+            None,
+            SetMode::Upsert,
+        )
         .await
         .expect("set");
     let all = cache.query(&inst, &Glob::all()).await.expect("query");

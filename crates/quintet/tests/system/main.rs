@@ -23,3 +23,4 @@ mod scale_out;
 mod search;
 mod secrets;
 mod storage;
+mod transfer;
