@@ -23,8 +23,11 @@
 //!   engine is down.
 //! - [`keyring`]: the master key, secrets sealed at rest with it, and keys derived from it.
 //! - [`redact`]: how a setting that may carry a secret is shown.
+//! - [`archive`]: the portable archive of export and import: framing, version, record
+//!   order and the digests that compare copies.
 
 pub mod accounts;
+pub mod archive;
 pub mod breaker;
 pub mod cache;
 pub mod clock;

@@ -200,15 +200,15 @@ pub enum KeyCommand {
 }
 
 /// A connected admin client.
-struct Admin {
-    http: reqwest::Client,
-    base: String,
-    token: String,
-    json: bool,
+pub(crate) struct Admin {
+    pub(crate) http: reqwest::Client,
+    pub(crate) base: String,
+    pub(crate) token: String,
+    pub(crate) json: bool,
 }
 
 impl Conn {
-    fn connect(self) -> anyhow::Result<Admin> {
+    pub(crate) fn connect(self) -> anyhow::Result<Admin> {
         let mut file = match &self.config {
             Some(path) => read_file(path)?,
             None => ServeArgs::default(),
@@ -344,7 +344,7 @@ fn text(v: &Value) -> String {
 }
 
 /// Rows under a header, columns padded to their widest cell.
-fn table(header: &[&str], rows: &[Vec<String>]) -> String {
+pub(crate) fn table(header: &[&str], rows: &[Vec<String>]) -> String {
     let mut widths: Vec<usize> = header.iter().map(|h| h.chars().count()).collect();
     for row in rows {
         for (w, cell) in widths.iter_mut().zip(row) {
@@ -369,7 +369,7 @@ fn table(header: &[&str], rows: &[Vec<String>]) -> String {
     out
 }
 
-fn runtime() -> anyhow::Result<tokio::runtime::Runtime> {
+pub(crate) fn runtime() -> anyhow::Result<tokio::runtime::Runtime> {
     tokio::runtime::Builder::new_current_thread()
         .enable_all()
         .build()

@@ -7,7 +7,7 @@
 
 use clap::{CommandFactory, FromArgMatches, Parser, Subcommand};
 
-use crate::{admin, cert, cli, master_key, shell, token};
+use crate::{admin, cert, cli, master_key, shell, token, transfer};
 
 /// quintet: data, cache, search, queue and storage for applications, in one program.
 #[derive(Debug, Parser)]
@@ -47,6 +47,10 @@ pub enum Command {
     Completions(shell::CompletionsArgs),
     /// Print the manual page (roff), of quintet or of one of its commands.
     Man(shell::ManArgs),
+    /// Write a running server's applications, or one, to a portable archive.
+    Export(transfer::ExportArgs),
+    /// Load a portable archive into a running server, and check it reads back equal.
+    Import(transfer::ImportArgs),
 }
 
 /// The command line with every `serve` setting also read from its environment variable.

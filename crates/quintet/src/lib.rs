@@ -1,7 +1,7 @@
 //! The `quintet` program as a library: the command line ([`command`], [`cli`]), which
 //! adapters serve each port ([`adapters`]), opening them ([`open`], [`binding`]), node
 //! assembly ([`node`]), the admin commands ([`admin`], [`admin_token`], [`token`],
-//! [`discovery`]) and the master key ([`master_key`]).
+//! [`discovery`]), export and import ([`transfer`]) and the master key ([`master_key`]).
 //! `main.rs` only parses arguments and calls into here; the test harness does the same
 //! in-process.
 
@@ -19,3 +19,4 @@ pub mod node;
 pub mod open;
 pub mod shell;
 pub mod token;
+pub mod transfer;

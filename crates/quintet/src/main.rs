@@ -40,6 +40,8 @@ fn main() -> ExitCode {
         Command::Cert(args) => quintet::cert::run(args),
         Command::Completions(args) => quintet::shell::completions(&args, &mut std::io::stdout()),
         Command::Man(args) => quintet::shell::man(&args, &mut std::io::stdout()),
+        Command::Export(args) => quintet::transfer::run_export(args),
+        Command::Import(args) => quintet::transfer::run_import(args),
     };
     match result {
         Ok(()) => ExitCode::SUCCESS,

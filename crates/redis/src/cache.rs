@@ -440,9 +440,20 @@ impl Cache for RedisCache {
             let Ok(key) = pattern.as_str().parse::<CacheKey>() else {
                 return Ok(Vec::new());
             };
-            let value = self.get(instance, &key).await?;
-            return Ok(value
-                .map(|value| CacheEntry { key, value })
+            let now = self.clock.now_ms();
+            let stored: Option<Vec<u8>> = self
+                .conn()?
+                .get(self.layout.entry(instance.id, &key))
+                .await
+                .map_err(|e| self.failed(e))?;
+            return Ok(stored
+                .and_then(keys::decode)
+                .filter(|(expires_ms, _)| keys::is_live(*expires_ms, now))
+                .map(|(expires_ms, value)| CacheEntry {
+                    key,
+                    value,
+                    expires_ms,
+                })
                 .into_iter()
                 .collect());
         }
@@ -484,6 +495,7 @@ impl Cache for RedisCache {
                     entries.push(CacheEntry {
                         key: key.clone(),
                         value,
+                        expires_ms: expires_at,
                     });
                 }
             }

@@ -12,6 +12,7 @@
 //! The crate knows no engine: it receives its ports as trait objects in [`Services`].
 
 pub mod admission;
+pub mod archive;
 pub mod auth;
 pub mod body_deadline;
 pub mod changes;

@@ -400,6 +400,44 @@ pub async fn remove_then_the_key_is_missing(cache: &dyn Cache, clock: &ManualClo
     cache.drop_instance(&inst).await.expect("drop");
 }
 
+/// A query answers each entry's expiry instant (`None` for none), which `set` without a
+/// time-to-live keeps: what an export turns into the remaining time to live.
+pub async fn query_answers_each_expiry(cache: &dyn Cache, clock: &ManualClock) {
+    let inst = fresh(cache).await;
+    cache
+        .add(&inst, &key("forever"), value(r#"{"v":1}"#), None)
+        .await
+        .expect("add");
+    cache
+        .add(&inst, &key("soon"), value(r#"{"v":2}"#), ttl("20s"))
+        .await
+        .expect("add");
+    clock.advance(SECOND);
+    cache
+        .set(
+            &inst,
+            &key("soon"),
+            value(r#"{"v":3}"#),
+            None,
+            SetMode::Upsert,
+        )
+        .await
+        .expect("set");
+    let all = cache.query(&inst, &Glob::all()).await.expect("query");
+    let got: Vec<(&str, Option<i64>)> =
+        all.iter().map(|e| (e.key.as_str(), e.expires_ms)).collect();
+    assert_eq!(
+        got,
+        [("forever", None), ("soon", Some(super::T0 + 20 * SECOND))]
+    );
+    let one = cache.query(&inst, &Glob::new("soon").expect("glob")).await;
+    assert_eq!(
+        one.expect("query")[0].expires_ms,
+        Some(super::T0 + 20 * SECOND)
+    );
+    cache.drop_instance(&inst).await.expect("drop");
+}
+
 /// Patterns select keys; answers are sorted byte-wise and never hold expired entries.
 pub async fn query_matches_sorts_and_hides_expired(cache: &dyn Cache, clock: &ManualClock) {
     let inst = fresh(cache).await;

@@ -179,6 +179,7 @@ macro_rules! cache_conformance {
             update_existing_needs_a_live_entry,
             remove_then_the_key_is_missing,
             query_matches_sorts_and_hides_expired,
+            query_answers_each_expiry,
         ]);
     };
 }
@@ -194,6 +195,7 @@ macro_rules! search_conformance {
                 index_get_update_remove,
                 writes_are_visible_to_the_next_query,
                 bulk_upserts_in_order,
+                documents_walk_every_document_by_key,
                 typo_budget_follows_word_length,
                 prefix_applies_to_the_last_word_only,
                 words_are_ored_and_more_words_rank_first,

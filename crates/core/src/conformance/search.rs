@@ -181,6 +181,56 @@ pub async fn bulk_upserts_in_order(port: &dyn SearchIndex) {
     port.drop_instance(&inst).await.expect("drop");
 }
 
+/// `documents` walks every live document once, by key, page by page, as `get` answers it,
+/// also after replacements and removals spread over several commits.
+pub async fn documents_walk_every_document_by_key(port: &dyn SearchIndex) {
+    let inst = fresh(port, &["title"], &[]).await;
+    let keys = ["b", "a", "é", "a1", "Z", "c", "bb", "z"];
+    for (i, k) in keys.iter().enumerate() {
+        port.index(&inst, doc(&inst, k, json!({"title": format!("t{i}")})))
+            .await
+            .expect("index");
+    }
+    port.update(&inst, doc(&inst, "c", json!({"title": "new c"})))
+        .await
+        .expect("update");
+    port.remove(&inst, &"bb".parse().expect("key"))
+        .await
+        .expect("remove");
+    let mut expected: Vec<&str> = keys.iter().copied().filter(|k| *k != "bb").collect();
+    expected.sort_unstable();
+    for page in [1, 3, 100] {
+        let mut got: Vec<(String, String)> = Vec::new();
+        let mut after: Option<crate::search::SearchKey> = None;
+        loop {
+            let chunk = port
+                .documents(&inst, after.as_ref(), page)
+                .await
+                .expect("documents");
+            assert!(chunk.len() <= page);
+            let Some((last, _)) = chunk.last() else { break };
+            after = Some(last.clone());
+            got.extend(
+                chunk
+                    .into_iter()
+                    .map(|(k, raw)| (k.as_str().to_owned(), raw.get().to_owned())),
+            );
+        }
+        assert_eq!(
+            got.iter().map(|(k, _)| k.as_str()).collect::<Vec<_>>(),
+            expected,
+            "page {page}"
+        );
+        for (k, text) in &got {
+            assert_eq!(
+                get_text(port, &inst, k).await.as_deref(),
+                Some(text.as_str())
+            );
+        }
+    }
+    port.drop_instance(&inst).await.expect("drop");
+}
+
 /// No typo below 5 letters, one from 5, two from 9.
 pub async fn typo_budget_follows_word_length(port: &dyn SearchIndex) {
     let inst = fresh(port, &["title"], &[]).await;

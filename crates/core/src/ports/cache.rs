@@ -24,6 +24,9 @@ pub struct CacheEntry {
     pub key: CacheKey,
     /// The value, as stored.
     pub value: CacheValue,
+    /// When the entry expires, milliseconds since the epoch (`None`: never); what an export
+    /// turns into the entry's remaining time to live.
+    pub expires_ms: Option<i64>,
 }
 
 /// Key/value entries with optional expiry.

@@ -100,6 +100,7 @@ fn field_list(name: &str, v: &Value) -> Result<Vec<String>> {
 ///   word in a searched field and every `filter` entry
 ///   ([`crate::search::document::filter_matches`]). [`SearchQuery::from_json`] refuses a
 ///   query without words; one built by hand answers nothing.
+/// - `documents` walks every document once, by key, as `get` answers it.
 /// - `drop_instance` removes the index from disk.
 #[async_trait]
 pub trait SearchIndex: Lifecycle {
@@ -120,6 +121,15 @@ pub trait SearchIndex: Lifecycle {
 
     /// The best matches, best first.
     async fn query(&self, instance: &Instance, query: &SearchQuery) -> Result<Vec<SearchMatch>>;
+
+    /// Up to `limit` documents whose keys sort after `after` (from the first when `None`),
+    /// in key order (bytewise), each as indexed: the walk an export takes, page by page.
+    async fn documents(
+        &self,
+        instance: &Instance,
+        after: Option<&SearchKey>,
+        limit: usize,
+    ) -> Result<Vec<(SearchKey, RawJson)>>;
 }
 
 /// The configuration of search instance `instance`.

@@ -142,7 +142,8 @@ impl Meta {
 type Shelf = BTreeMap<IndexKey, Meta>;
 
 /// A key a scan matched, with its value or where to read it.
-pub(crate) type Match = (IndexKey, Stored);
+/// A live entry a scan found: its key, where its value is, and its expiry.
+pub(crate) type Match = (IndexKey, Stored, Option<i64>);
 
 /// Values held in memory in durable mode, most recently used last.
 #[derive(Debug, Default)]
@@ -566,7 +567,7 @@ impl Index {
             }
             last = Some(key);
             if glob.matches_bytes(bytes) && meta.live(now) {
-                found.push((key.clone(), meta.stored(bytes.len())));
+                found.push((key.clone(), meta.stored(bytes.len()), meta.expires_ms));
             }
             if glob.is_exact() {
                 break; // the only possible match is the first key of the range
@@ -1016,7 +1017,7 @@ mod tests {
                 let mut after = None;
                 loop {
                     let (chunk, resume) = ix.scan(A, &glob, 0, after.as_ref(), budget);
-                    got.extend(chunk.into_iter().map(|(k, _)| k.as_str().to_owned()));
+                    got.extend(chunk.into_iter().map(|(k, _, _)| k.as_str().to_owned()));
                     match resume {
                         Some(r) => after = Some(r),
                         None => break,

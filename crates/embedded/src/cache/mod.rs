@@ -429,7 +429,8 @@ impl Cache for EmbeddedCache {
         let now = self.inner.clock.now_ms();
         // Each match with its value, or the file and place to read it from. The file is
         // taken under the index lock with the places: a compaction moves both at once.
-        let mut found: Vec<(IndexKey, Result<CacheValue, (Arc<File>, Span)>)> = Vec::new();
+        let mut found: Vec<(IndexKey, Option<i64>, Result<CacheValue, (Arc<File>, Span)>)> =
+            Vec::new();
         let mut after = None;
         loop {
             let (chunk, resume, file) = {
@@ -438,11 +439,11 @@ impl Cache for EmbeddedCache {
                     index.scan(instance.id, pattern, now, after.as_ref(), SCAN_CHUNK);
                 (chunk, resume, self.inner.log.as_ref().map(Log::file))
             };
-            for (key, stored) in chunk {
+            for (key, stored, expires_ms) in chunk {
                 match (stored, &file) {
-                    (Stored::Held(v), _) => found.push((key, Ok(v))),
+                    (Stored::Held(v), _) => found.push((key, expires_ms, Ok(v))),
                     (Stored::Logged(span), Some(f)) => {
-                        found.push((key, Err((Arc::clone(f), span))))
+                        found.push((key, expires_ms, Err((Arc::clone(f), span))))
                     }
                     (Stored::Logged(_), None) => {} // memory-only: every value is held
                 }
@@ -452,11 +453,11 @@ impl Cache for EmbeddedCache {
                 None => break,
             }
         }
-        let all_held = found.iter().all(|(_, value)| value.is_ok());
+        let all_held = found.iter().all(|(_, _, value)| value.is_ok());
         let entries = move || {
             found
                 .into_iter()
-                .map(|(key, value)| {
+                .map(|(key, expires_ms, value)| {
                     let value = match value {
                         Ok(v) => v,
                         Err((file, span)) => read_value(&file, span)?,
@@ -464,6 +465,7 @@ impl Cache for EmbeddedCache {
                     Ok(CacheEntry {
                         key: key.as_str().parse()?,
                         value,
+                        expires_ms,
                     })
                 })
                 .collect()

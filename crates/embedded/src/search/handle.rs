@@ -323,6 +323,47 @@ impl IndexHandle {
         Ok((text(self.fields.key)?, text(self.fields.src)?))
     }
 
+    /// Up to `limit` documents (key, text) whose keys sort after `after`, by key. Each
+    /// segment contributes its next `limit` live keys from its term dictionary (a key is
+    /// live in one segment at most); the first `limit` of their union are the answer.
+    pub fn documents(&self, after: Option<&str>, limit: usize) -> Result<Vec<(String, String)>> {
+        let searcher = self.reader.searcher();
+        let mut keys: Vec<(Vec<u8>, DocAddress)> = Vec::new();
+        for (ord, segment) in searcher.segment_readers().iter().enumerate() {
+            let ord = u32::try_from(ord)
+                .map_err(|_| Error::internal("too many segments in a search index"))?;
+            let inverted = segment
+                .inverted_index(self.fields.key)
+                .map_err(engine_error)?;
+            let range = inverted.terms().range();
+            let range = match after {
+                Some(a) => range.gt(a.as_bytes()),
+                None => range,
+            };
+            let mut stream = range.into_stream().map_err(engine_error)?;
+            let mut taken = 0;
+            while taken < limit && stream.advance() {
+                let mut postings = inverted
+                    .read_postings_from_terminfo(stream.value(), IndexRecordOption::Basic)
+                    .map_err(engine_error)?;
+                let mut doc = postings.doc();
+                while doc != TERMINATED {
+                    if !segment.is_deleted(doc) {
+                        keys.push((stream.key().to_vec(), DocAddress::new(ord, doc)));
+                        taken += 1;
+                        break;
+                    }
+                    doc = postings.advance();
+                }
+            }
+        }
+        keys.sort_unstable_by(|a, b| a.0.cmp(&b.0));
+        keys.truncate(limit);
+        keys.into_iter()
+            .map(|(_, addr)| self.stored(&searcher, addr))
+            .collect()
+    }
+
     /// The document under `key` as indexed (compact JSON text).
     pub fn get(&self, key: &SearchKey) -> Result<Option<String>> {
         let searcher = self.reader.searcher();

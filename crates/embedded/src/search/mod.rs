@@ -298,6 +298,22 @@ impl SearchIndex for TantivySearchIndex {
         let query = query.clone();
         self.read(instance, move |h| h.search(&query)).await
     }
+
+    async fn documents(
+        &self,
+        instance: &Instance,
+        after: Option<&SearchKey>,
+        limit: usize,
+    ) -> Result<Vec<(SearchKey, RawJson)>> {
+        let after = after.map(|k| k.as_str().to_owned());
+        let found = self
+            .read(instance, move |h| h.documents(after.as_deref(), limit))
+            .await?;
+        found
+            .into_iter()
+            .map(|(key, text)| Ok((key.parse()?, stored_raw(text)?)))
+            .collect()
+    }
 }
 
 #[cfg(test)]

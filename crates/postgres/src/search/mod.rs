@@ -297,4 +297,29 @@ impl SearchIndex for PgSearchIndex {
     async fn query(&self, instance: &Instance, query: &SearchQuery) -> Result<Vec<SearchMatch>> {
         query::run(&self.db, &self.trgm, instance, query).await
     }
+
+    async fn documents(
+        &self,
+        instance: &Instance,
+        after: Option<&SearchKey>,
+        limit: usize,
+    ) -> Result<Vec<(SearchKey, RawJson)>> {
+        let client = self.db.client().await?;
+        let limit = i64::try_from(limit).unwrap_or(i64::MAX);
+        let rows = client
+            .query(
+                "SELECT key, src FROM quintet_search_docs WHERE instance = $1 AND key > $2 \
+                 ORDER BY key LIMIT $3",
+                &[&instance.id.0, &after.map_or("", |k| k.as_str()), &limit],
+            )
+            .await
+            .map_err(pg_error)?;
+        rows.into_iter()
+            .map(|row| {
+                let key: String = row.get(0);
+                let src: String = row.get(1);
+                Ok((key.parse()?, stored_raw(src)?))
+            })
+            .collect()
+    }
 }

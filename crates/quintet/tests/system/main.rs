@@ -25,3 +25,4 @@ mod scale_out;
 mod search;
 mod secrets;
 mod storage;
+mod transfer;

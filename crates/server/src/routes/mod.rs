@@ -6,6 +6,7 @@ use axum::{Router, extract::DefaultBodyLimit};
 use crate::state::AppState;
 
 mod admin;
+mod archive;
 mod cache;
 mod data;
 mod lifecycle;
@@ -15,7 +16,8 @@ mod search;
 mod storage;
 
 /// The router over `state`: lifecycle and service routes plus the server's own. Bodies are
-/// limited to the configured size, except object uploads, which are streamed.
+/// limited to the configured size, except object uploads and archive imports, which are
+/// streamed.
 pub fn router(state: AppState) -> Router {
     let limit = state.config.max_body_bytes;
     Router::new()
@@ -28,6 +30,7 @@ pub fn router(state: AppState) -> Router {
         .merge(search::routes())
         .layer(DefaultBodyLimit::max(limit))
         .merge(storage::routes().layer(DefaultBodyLimit::disable()))
+        .merge(archive::routes().layer(DefaultBodyLimit::disable()))
         .route_layer(axum::middleware::from_fn(crate::metrics::mark_route))
         .with_state(state)
 }

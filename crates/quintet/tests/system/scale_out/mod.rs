@@ -11,6 +11,7 @@ mod registry;
 mod revocation_stall;
 mod search;
 mod storage;
+mod transfer;
 
 use std::{collections::HashMap, path::Path};
 

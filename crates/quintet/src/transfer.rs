@@ -1,0 +1,345 @@
+//! `quintet export` and `quintet import`: the portable archive (`docs/archive.md`) between a
+//! file and a running server's admin API (`GET /_admin/export`, `POST /_admin/import`),
+//! which reads and writes through the node's ports, whatever engines it runs on. The
+//! server is found as the other admin commands find it ([`crate::admin`]).
+//!
+//! The export is written to `FILE.partial` and renamed once its end record arrived and
+//! checked, so a file named `FILE` is always whole. The import checks the whole file before
+//! sending a byte of it (a damaged archive changes nothing), then streams it. Progress goes
+//! to stderr: one updating line on a terminal, JSON lines otherwise.
+
+use std::{
+    io::{IsTerminal, Write as _},
+    path::{Path, PathBuf},
+    time::{Duration, Instant},
+};
+
+use anyhow::{Context, bail};
+use clap::Args;
+use futures_util::StreamExt;
+use quintet_core::archive::Decoder;
+use serde_json::Value;
+use tokio::io::{AsyncReadExt, AsyncWriteExt};
+
+use crate::admin::{Conn, runtime, table};
+
+/// The longest an export or import may take.
+const TRANSFER_TIMEOUT: Duration = Duration::from_secs(7 * 24 * 3600);
+/// Bytes read from the archive file at a time.
+const READ_CHUNK: usize = 256 * 1024;
+
+/// `quintet export`
+#[derive(Debug, Args)]
+pub struct ExportArgs {
+    /// Export only this application (default: every application, with accounts and keys)
+    #[arg(long, value_name = "APP")]
+    pub app: Option<String>,
+    /// The archive file to write (refused if it exists)
+    #[arg(long, value_name = "FILE")]
+    pub to: PathBuf,
+    /// Include access keys' and queues' secrets (the file is then readable by you only)
+    #[arg(long)]
+    pub include_secrets: bool,
+    /// How to reach the server.
+    #[command(flatten)]
+    pub conn: Conn,
+}
+
+/// `quintet import`
+#[derive(Debug, Args)]
+pub struct ImportArgs {
+    /// The archive file
+    pub file: PathBuf,
+    /// Import a one-application archive under this application name
+    #[arg(long, value_name = "NEWNAME")]
+    pub app: Option<String>,
+    /// Add to existing applications and instances instead of refusing them (see
+    /// docs/archive.md for the rules)
+    #[arg(long)]
+    pub merge: bool,
+    /// How to reach the server.
+    #[command(flatten)]
+    pub conn: Conn,
+}
+
+/// Progress on stderr, at most once a second.
+struct Progress {
+    verb: &'static str,
+    total: Option<u64>,
+    done: u64,
+    last: Instant,
+    terminal: bool,
+}
+
+impl Progress {
+    fn new(verb: &'static str, total: Option<u64>) -> Self {
+        Self {
+            verb,
+            total,
+            done: 0,
+            last: Instant::now(),
+            terminal: std::io::stderr().is_terminal(),
+        }
+    }
+
+    fn add(&mut self, n: usize) {
+        self.done += n as u64;
+        if self.last.elapsed() >= Duration::from_secs(1) {
+            self.last = Instant::now();
+            self.show(false);
+        }
+    }
+
+    fn show(&self, last: bool) {
+        let mib = self.done as f64 / (1024.0 * 1024.0);
+        if self.terminal {
+            let pct = self
+                .total
+                .filter(|t| *t > 0)
+                .map(|t| format!(" ({:.0}%)", self.done as f64 * 100.0 / t as f64))
+                .unwrap_or_default();
+            eprint!("\r{} {mib:.1} MiB{pct}   ", self.verb);
+            if last {
+                eprintln!();
+            }
+        } else {
+            let line = serde_json::json!({
+                "progress": self.verb,
+                "bytes": self.done,
+                "total": self.total,
+                "done": last,
+            });
+            eprintln!("{line}");
+        }
+        let _ = std::io::stderr().flush();
+    }
+}
+
+/// Run `quintet export`.
+pub fn run_export(args: ExportArgs) -> anyhow::Result<()> {
+    runtime()?.block_on(export(args))
+}
+
+async fn export(args: ExportArgs) -> anyhow::Result<()> {
+    if args.to.exists() {
+        bail!(
+            "{} exists; choose another file or remove it first",
+            args.to.display()
+        );
+    }
+    let admin = args.conn.connect()?;
+    let mut url = format!("{}/_admin/export", admin.base);
+    let mut params = Vec::new();
+    if let Some(app) = &args.app {
+        params.push(format!("app={app}"));
+    }
+    if args.include_secrets {
+        params.push("secrets=true".to_owned());
+    }
+    if !params.is_empty() {
+        url = format!("{url}?{}", params.join("&"));
+    }
+    let res = admin
+        .http
+        .get(&url)
+        .bearer_auth(&admin.token)
+        .timeout(TRANSFER_TIMEOUT)
+        .send()
+        .await
+        .with_context(|| format!("cannot reach the server at {}", admin.base))?;
+    let status = res.status();
+    if !status.is_success() {
+        let text = res.text().await.unwrap_or_default();
+        let value: Value = serde_json::from_str(&text).unwrap_or(Value::Null);
+        let msg = value["msg"].as_str().unwrap_or(text.as_str());
+        bail!("{msg} (HTTP {})", status.as_u16());
+    }
+    let partial = partial_path(&args.to);
+    let mut options = tokio::fs::OpenOptions::new();
+    options.write(true).create_new(true);
+    #[cfg(unix)]
+    if args.include_secrets {
+        options.mode(0o600);
+    }
+    let mut file = options
+        .open(&partial)
+        .await
+        .with_context(|| format!("cannot create {}", partial.display()))?;
+    let written = async {
+        let mut decoder = Decoder::new();
+        let mut progress = Progress::new("exported", None);
+        let mut body = res.bytes_stream();
+        while let Some(chunk) = body.next().await {
+            let chunk = chunk.context(
+                "the export broke off before its end (the server's log says why); \
+                 nothing was kept",
+            )?;
+            decoder.feed(&chunk);
+            while decoder.next_record()?.is_some() {}
+            file.write_all(&chunk).await?;
+            progress.add(chunk.len());
+        }
+        decoder.finish()?;
+        file.sync_all().await?;
+        progress.show(true);
+        anyhow::Ok(progress.done)
+    }
+    .await;
+    let bytes = match written {
+        Ok(bytes) => bytes,
+        Err(e) => {
+            let _ = tokio::fs::remove_file(&partial).await;
+            return Err(e);
+        }
+    };
+    tokio::fs::rename(&partial, &args.to)
+        .await
+        .with_context(|| format!("cannot rename {} to its name", partial.display()))?;
+    println!("wrote {} ({bytes} bytes)", args.to.display());
+    Ok(())
+}
+
+fn partial_path(to: &Path) -> PathBuf {
+    let mut name = to.file_name().unwrap_or_default().to_os_string();
+    name.push(".partial");
+    to.with_file_name(name)
+}
+
+/// Run `quintet import`.
+pub fn run_import(args: ImportArgs) -> anyhow::Result<()> {
+    runtime()?.block_on(import(args))
+}
+
+/// Read the whole archive and check it, so that a damaged one is refused before anything
+/// is sent.
+async fn check_file(path: &Path) -> anyhow::Result<u64> {
+    let mut file = tokio::fs::File::open(path)
+        .await
+        .with_context(|| format!("cannot open {}", path.display()))?;
+    let mut decoder = Decoder::new();
+    let mut buf = vec![0u8; READ_CHUNK];
+    let mut total = 0u64;
+    loop {
+        let n = file.read(&mut buf).await?;
+        if n == 0 {
+            break;
+        }
+        total += n as u64;
+        decoder.feed(&buf[..n]);
+        while decoder.next_record()?.is_some() {}
+    }
+    decoder.finish()?;
+    Ok(total)
+}
+
+async fn import(args: ImportArgs) -> anyhow::Result<()> {
+    let size = check_file(&args.file)
+        .await
+        .with_context(|| format!("{} cannot be imported", args.file.display()))?;
+    let admin = args.conn.connect()?;
+    let json = admin.json;
+    let mut params = Vec::new();
+    if let Some(app) = &args.app {
+        params.push(format!("app={app}"));
+    }
+    if args.merge {
+        params.push("merge=true".to_owned());
+    }
+    let mut url = format!("{}/_admin/import", admin.base);
+    if !params.is_empty() {
+        url = format!("{url}?{}", params.join("&"));
+    }
+    let file = tokio::fs::File::open(&args.file).await?;
+    let progress = Progress::new("imported", Some(size));
+    let stream = futures_util::stream::unfold((file, progress), |(mut file, mut progress)| async {
+        let mut buf = vec![0u8; READ_CHUNK];
+        match file.read(&mut buf).await {
+            Ok(0) => {
+                progress.show(true);
+                None
+            }
+            Ok(n) => {
+                buf.truncate(n);
+                progress.add(n);
+                Some((Ok::<_, std::io::Error>(buf), (file, progress)))
+            }
+            Err(e) => Some((Err(e), (file, progress))),
+        }
+    });
+    let res = admin
+        .http
+        .post(&url)
+        .bearer_auth(&admin.token)
+        .header("content-type", "application/vnd.quintet.archive")
+        .timeout(TRANSFER_TIMEOUT)
+        .body(reqwest::Body::wrap_stream(stream))
+        .send()
+        .await
+        .with_context(|| format!("cannot reach the server at {}", admin.base))?;
+    let status = res.status();
+    let text = res.text().await.context("reading the server's answer")?;
+    let value: Value = serde_json::from_str(&text).unwrap_or(Value::Null);
+    if !status.is_success() {
+        let msg = value["msg"].as_str().unwrap_or(text.as_str());
+        bail!(
+            "{msg} (HTTP {}); nothing of the archive was kept{}",
+            status.as_u16(),
+            if args.merge {
+                " except what --merge had already written into existing instances"
+            } else {
+                ""
+            }
+        );
+    }
+    if json {
+        println!("{}", serde_json::to_string_pretty(&value)?);
+        return Ok(());
+    }
+    print!("{}", report_text(&value));
+    Ok(())
+}
+
+/// The import's report for people: one row per instance with both tallies.
+fn report_text(v: &Value) -> String {
+    let rows: Vec<Vec<String>> = v["instances"]
+        .as_array()
+        .map(Vec::as_slice)
+        .unwrap_or_default()
+        .iter()
+        .map(|i| {
+            let short = |d: &Value| d.as_str().map(|s| s[..s.len().min(16)].to_owned());
+            vec![
+                i["app"].as_str().unwrap_or("-").to_owned(),
+                i["type"].as_str().unwrap_or("-").to_owned(),
+                i["name"].as_str().unwrap_or("-").to_owned(),
+                i["count"].to_string(),
+                short(&i["digest"]).unwrap_or_default(),
+                i["importedCount"].to_string(),
+                short(&i["importedDigest"]).unwrap_or_default(),
+                if i["equal"].as_bool() == Some(true) {
+                    "equal".to_owned()
+                } else {
+                    "differs (merged)".to_owned()
+                },
+            ]
+        })
+        .collect();
+    let mut out = table(
+        &[
+            "APP", "TYPE", "NAME", "ARCHIVE", "DIGEST", "IMPORTED", "DIGEST", "CHECK",
+        ],
+        &rows,
+    );
+    out.push_str(&format!(
+        "{} records; {} accounts and {} applications created",
+        v["records"], v["accounts"], v["apps"]
+    ));
+    let skipped = v["keysSkipped"].as_u64().unwrap_or(0);
+    if skipped > 0 {
+        out.push_str(&format!(
+            "; {skipped} access keys not imported (create new ones with quintet key create)"
+        ));
+    }
+    out.push('\n');
+    out
+}

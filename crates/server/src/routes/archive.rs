@@ -1,0 +1,111 @@
+//! `GET /_admin/export` and `POST /_admin/import`: the portable archive over the admin API,
+//! streamed both ways (no body limit). The work is [`crate::archive`]'s.
+//!
+//! The calls, their statuses and rules: `docs/api.md#export-and-import`.
+
+use axum::{
+    Router,
+    body::Body,
+    extract::{Query, State},
+    http::{StatusCode, header},
+    response::Response,
+    routing::{get, post},
+};
+use futures_util::StreamExt;
+use quintet_core::{AppName, Error};
+use serde::Deserialize;
+
+use crate::{
+    archive::{self, ExportOptions, ImportOptions, Importer},
+    auth::Admin,
+    error::ApiResult,
+    reply,
+    state::AppState,
+};
+
+/// The media type of an archive.
+pub const ARCHIVE_TYPE: &str = "application/vnd.quintet.archive";
+
+pub(super) fn routes() -> Router<AppState> {
+    Router::new()
+        .route("/_admin/export", get(export))
+        .route("/_admin/import", post(import))
+}
+
+#[derive(Debug, Deserialize)]
+struct ExportParams {
+    app: Option<String>,
+    #[serde(default)]
+    secrets: Option<String>,
+}
+
+#[derive(Debug, Deserialize)]
+struct ImportParams {
+    app: Option<String>,
+    #[serde(default)]
+    merge: Option<String>,
+}
+
+fn flag(name: &str, v: Option<&str>) -> Result<bool, Error> {
+    match v {
+        None | Some("false") => Ok(false),
+        Some("true" | "") => Ok(true),
+        Some(other) => Err(Error::invalid(format!(
+            "{name} must be true or false, not \"{other}\""
+        ))),
+    }
+}
+
+fn app_param(v: Option<String>) -> Result<Option<AppName>, Error> {
+    v.map(|a| a.parse::<AppName>()).transpose()
+}
+
+/// 200 with the archive streamed; it ends without its end record if the export fails.
+async fn export(
+    _: Admin,
+    State(state): State<AppState>,
+    Query(params): Query<ExportParams>,
+) -> ApiResult<Response> {
+    let options = ExportOptions {
+        app: app_param(params.app)?,
+        secrets: flag("secrets", params.secrets.as_deref())?,
+    };
+    archive::check_export(&state, &options).await?;
+    let mut rx = archive::export(state, options);
+    let body = futures_util::stream::poll_fn(move |cx| rx.poll_recv(cx));
+    let mut res = Response::new(Body::from_stream(body));
+    res.headers_mut().insert(
+        header::CONTENT_TYPE,
+        header::HeaderValue::from_static(ARCHIVE_TYPE),
+    );
+    Ok(res)
+}
+
+/// 200 with the import's report once every record is applied and every instance read back
+/// equal; on any error, what the import created is removed and the error answered.
+async fn import(
+    _: Admin,
+    State(state): State<AppState>,
+    Query(params): Query<ImportParams>,
+    body: Body,
+) -> ApiResult<Response> {
+    let options = ImportOptions {
+        app: app_param(params.app)?,
+        merge: flag("merge", params.merge.as_deref())?,
+    };
+    let mut importer = Importer::new(state, options);
+    let mut stream = body.into_data_stream();
+    while let Some(chunk) = stream.next().await {
+        let fed = match chunk {
+            Ok(bytes) => importer.feed(&bytes).await,
+            Err(e) => Err(Error::BadRequest(format!(
+                "the archive did not arrive whole: {e}"
+            ))),
+        };
+        if let Err(e) = fed {
+            return Err(importer.fail(e).await.into());
+        }
+    }
+    let report = importer.finish().await?;
+    Ok(reply::json(StatusCode::OK, &report))
+}
