@@ -72,6 +72,8 @@ pub struct Config {
     pub tls: Option<TlsFiles>,
     /// Connections: how many, from whom, and how fast their bodies must arrive.
     pub connections: ConnectionSettings,
+    /// Change feeds: open streams and how long changes are kept.
+    pub feed: crate::feed::FeedSettings,
 }
 
 /// Bounds on connections and request bodies, so that slow or stalled clients cannot take
@@ -186,6 +188,7 @@ impl Default for Config {
             admin_tokens: Vec::new(),
             tls: None,
             connections: ConnectionSettings::default(),
+            feed: crate::feed::FeedSettings::default(),
         }
     }
 }

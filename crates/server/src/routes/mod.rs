@@ -8,6 +8,7 @@ use crate::state::AppState;
 mod admin;
 mod cache;
 mod data;
+mod feed;
 mod lifecycle;
 mod meta;
 mod queue;
@@ -25,6 +26,7 @@ pub fn router(state: AppState) -> Router {
         .merge(admin::routes())
         .merge(cache::routes())
         .merge(data::routes())
+        .merge(feed::routes())
         .merge(search::routes())
         .layer(DefaultBodyLimit::max(limit))
         .merge(storage::routes().layer(DefaultBodyLimit::disable()))
