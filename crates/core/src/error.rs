@@ -40,6 +40,10 @@ pub enum Error {
     /// A body or value is larger than the configured limit.
     #[error("{0}")]
     TooLarge(String),
+    /// A position the server no longer keeps (a change feed's `since` older than its
+    /// retention): the client starts over.
+    #[error("{0}")]
+    Gone(String),
     /// A byte range that the object cannot satisfy.
     #[error("{0}")]
     RangeNotSatisfiable(String),
@@ -94,6 +98,7 @@ impl Error {
             Self::Unauthenticated(_) => "unauthenticated",
             Self::Forbidden(_) => "forbidden",
             Self::TooLarge(_) => "too_large",
+            Self::Gone(_) => "gone",
             Self::RangeNotSatisfiable(_) => "range_not_satisfiable",
             Self::UnsupportedMediaType(_) => "unsupported_media_type",
             Self::RateLimited(..) => "rate_limited",
@@ -117,6 +122,7 @@ impl Error {
             | Self::Unauthenticated(m)
             | Self::Forbidden(m)
             | Self::TooLarge(m)
+            | Self::Gone(m)
             | Self::RangeNotSatisfiable(m)
             | Self::UnsupportedMediaType(m)
             | Self::RateLimited(m, _)

@@ -4,6 +4,11 @@
 //! - `d<id>`: `(id TEXT PRIMARY KEY, body TEXT)` without rowid — one B-tree, so a get by id
 //!   is one lookup; `body` is the document's compact JSON text, served as stored.
 //! - `d<id>_ix`: the index definitions, `(name, num, def)`.
+//! - `d<id>_ch`: the change log, `(seq, id, deleted, at_ms)`: one row per changed document,
+//!   written in the write's transaction. `seq` is `AUTOINCREMENT`, so numbers are never
+//!   reused even once compaction removed the newest rows; one writer thread commits in
+//!   order, so numbers follow commit order. The head is the table's `sqlite_sequence`
+//!   entry.
 //! - `d<id>_i<num>`: one table per index, `(k BLOB, id TEXT)` with primary key `(k, id)`,
 //!   `k` the [`keycode`](quintet_core::mango::keycode) encoding of the indexed fields.
 //!
@@ -20,7 +25,7 @@ use std::{
     collections::HashMap,
     path::Path,
     sync::{
-        Arc, Mutex, RwLock,
+        Arc, Mutex, RwLock, Weak,
         atomic::{AtomicU64, Ordering},
     },
     time::Instant,
@@ -33,6 +38,7 @@ use quintet_core::{
     mango::{Collector, plan},
     ports::{
         Keep, Lifecycle,
+        changes::{Change, ChangesPage, FeedListener, MAX_CHANGES_PAGE, check_since},
         data::{
             BulkOp, BulkOutcome, DocId, DocStore, DocStream, Document, FindOutcome, FindQuery,
             IndexDef, ListQuery, MAX_INDEXES, QUERY_DEADLINE, RawJson, document_exists,
@@ -49,11 +55,14 @@ use crate::{
     disk::DiskSpace,
     hot::{Held, HotCache},
     instance_store::TableLifecycle,
-    sqlite::{SqliteDb, SqliteOptions, is_unique_violation, sql_error},
+    sqlite::{INSTANCE_GONE, SqliteDb, SqliteOptions, is_unique_violation, sql_error},
 };
 
 /// Documents listed per round trip to the database while streaming a list.
 const LIST_PAGE: usize = 256;
+
+/// Change entries removed per write transaction while compacting.
+const COMPACT_BATCH: usize = 10_000;
 
 /// Bytes of documents held in memory at most (every instance together).
 pub const HOT_DOCS_BYTES: usize = 32 << 20;
@@ -76,6 +85,58 @@ pub struct SqliteDocStore {
     hot: Arc<HotCache<RawJson>>,
     /// Admits writes while the disk has room; removals are not asked.
     disk: Arc<DiskSpace>,
+    /// Told after every commit.
+    listeners: Listeners,
+}
+
+type Listeners = Arc<Mutex<Vec<Weak<dyn FeedListener>>>>;
+
+/// Tell every live listener that `instance`'s log may have grown.
+fn tell(listeners: &Listeners, instance: InstanceId) {
+    let live: Vec<Arc<dyn FeedListener>> = match listeners.lock() {
+        Ok(mut all) => {
+            all.retain(|l| l.strong_count() > 0);
+            all.iter().filter_map(Weak::upgrade).collect()
+        }
+        Err(_) => return,
+    };
+    for l in live {
+        l.changed(instance);
+    }
+}
+
+/// The DDL of an instance's change log.
+fn changes_ddl(table: &str) -> String {
+    format!(
+        "CREATE TABLE IF NOT EXISTS \"{table}_ch\" (\
+           seq   INTEGER PRIMARY KEY AUTOINCREMENT, \
+           id    TEXT NOT NULL, \
+           deleted INTEGER NOT NULL, \
+           at_ms INTEGER NOT NULL\
+         ) STRICT;"
+    )
+}
+
+/// Append the change of document `id` to the log of `table`, in the write's transaction.
+fn record(c: &Connection, table: &str, id: &str, deleted: bool, at_ms: i64) -> Result<()> {
+    c.prepare_cached(&format!(
+        "INSERT INTO \"{table}_ch\" (id, deleted, at_ms) VALUES (?1, ?2, ?3)"
+    ))
+    .and_then(|mut s| s.execute(params![id, deleted, at_ms]))
+    .map_err(sql_error)?;
+    Ok(())
+}
+
+/// The log's head: the number of its latest entry, kept even once the entry is compacted.
+fn head(c: &Connection, table: &str) -> Result<u64> {
+    let n: Option<i64> = c
+        .prepare_cached("SELECT seq FROM sqlite_sequence WHERE name = ?1")
+        .and_then(|mut s| {
+            s.query_row([format!("{table}_ch")], |r| r.get(0))
+                .optional()
+        })
+        .map_err(sql_error)?;
+    Ok(n.unwrap_or(0).max(0) as u64)
 }
 
 /// The indexes of one instance: definitions and their tables, in name order.
@@ -95,7 +156,8 @@ fn ddl(table: &str) -> String {
            name TEXT PRIMARY KEY NOT NULL, \
            num  INTEGER NOT NULL, \
            def  TEXT NOT NULL\
-         ) STRICT;"
+         ) STRICT;{}",
+        changes_ddl(table)
     )
 }
 
@@ -116,6 +178,7 @@ impl SqliteDocStore {
             generation: Arc::default(),
             hot: Arc::new(HotCache::new(HOT_DOCS_BYTES)),
             disk: Arc::new(DiskSpace::unchecked(path)),
+            listeners: Arc::default(),
         })
     }
 
@@ -144,7 +207,11 @@ impl SqliteDocStore {
         let (id, table) = (instance.id, self.table(instance));
         let cache = Arc::clone(&self.writer_indexes);
         let hot = Arc::clone(&self.hot);
-        let forget = move || hot.invalidate(id, changed.iter().map(String::as_str));
+        let listeners = Arc::clone(&self.listeners);
+        let forget = move || {
+            hot.invalidate(id, changed.iter().map(String::as_str));
+            tell(&listeners, id);
+        };
         self.db()
             .write_then(
                 move |c| {
@@ -152,6 +219,9 @@ impl SqliteDocStore {
                     let indexes = match cached {
                         Some(i) => i,
                         None => {
+                            // Once per instance and process: an instance created before
+                            // change logs existed gets an empty one.
+                            c.execute_batch(&changes_ddl(&table)).map_err(sql_error)?;
                             let loaded = Arc::new(load_indexes(c, &table)?);
                             if let Ok(mut m) = cache.lock() {
                                 m.insert(id, Arc::clone(&loaded));
@@ -315,6 +385,7 @@ impl DocStore for SqliteDocStore {
         let text = stored_text(&id, doc)?;
         let name = instance.name.clone();
         let key = id.clone();
+        let at = self.clock.now_ms();
         // A new document was held by no one: nothing to forget.
         self.write(instance, Vec::new(), move |c, table, idx| {
             c.prepare_cached(&format!(
@@ -328,7 +399,8 @@ impl DocStore for SqliteDocStore {
                     sql_error(e)
                 }
             })?;
-            add_keys(c, idx, key.as_str(), &text)
+            add_keys(c, idx, key.as_str(), &text)?;
+            record(c, table, key.as_str(), false, at)
         })
         .await?;
         Ok(id)
@@ -355,6 +427,7 @@ impl DocStore for SqliteDocStore {
         let text = stored_text(id, doc)?;
         let not_found = missing(instance, id);
         let key = id.clone();
+        let at = self.clock.now_ms();
         self.write(
             instance,
             vec![id.as_str().to_owned()],
@@ -372,7 +445,8 @@ impl DocStore for SqliteDocStore {
                 if n == 0 {
                     return Err(not_found);
                 }
-                add_keys(c, idx, key.as_str(), &text)
+                add_keys(c, idx, key.as_str(), &text)?;
+                record(c, table, key.as_str(), false, at)
             },
         )
         .await
@@ -381,12 +455,13 @@ impl DocStore for SqliteDocStore {
     async fn remove(&self, instance: &Instance, id: &DocId) -> Result<()> {
         let not_found = missing(instance, id);
         let key = id.clone();
+        let at = self.clock.now_ms();
         self.write(
             instance,
             vec![id.as_str().to_owned()],
             move |c, table, idx| {
                 if delete_doc(c, table, idx, key.as_str())? {
-                    Ok(())
+                    record(c, table, key.as_str(), true, at)
                 } else {
                     Err(not_found)
                 }
@@ -413,6 +488,7 @@ impl DocStore for SqliteDocStore {
                 Prepared::Done(_) => None,
             })
             .collect();
+        let at = self.clock.now_ms();
         self.write(instance, changed, move |c, table, idx| {
             let mut out = Vec::with_capacity(prepared.len());
             // Prepared once for the whole batch, not looked up per document.
@@ -421,10 +497,12 @@ impl DocStore for SqliteDocStore {
                 out.push(match p {
                     Prepared::Put { id, text } => {
                         upsert_doc(c, table, idx, &mut upsert, id.as_str(), &text)?;
+                        record(c, table, id.as_str(), false, at)?;
                         BulkOutcome::applied(&id)
                     }
                     Prepared::Delete { id } => {
                         if delete_doc(c, table, idx, id.as_str())? {
+                            record(c, table, id.as_str(), true, at)?;
                             BulkOutcome::applied(&id)
                         } else {
                             BulkOutcome::failed(
@@ -592,6 +670,123 @@ impl DocStore for SqliteDocStore {
     async fn indexes(&self, instance: &Instance) -> Result<Vec<IndexDef>> {
         Ok(self.reader_indexes(instance).await?.defs.clone())
     }
+
+    async fn changes(&self, instance: &Instance, since: u64, limit: usize) -> Result<ChangesPage> {
+        let table = self.table(instance);
+        let limit = limit.min(MAX_CHANGES_PAGE) as i64;
+        // Pages are small and indexed by seq: read on the caller's thread, like `get`.
+        self.db().read_now(|c| {
+            // One read transaction: the head, the oldest entry and the page agree.
+            let tx = c.unchecked_transaction().map_err(sql_error)?;
+            if !table_exists(&tx, &format!("{table}_ch"))? {
+                // An instance untouched since before change logs existed has none yet.
+                return if table_exists(&tx, &table)? {
+                    check_since(instance, since, 0, None)?;
+                    Ok(ChangesPage::default())
+                } else {
+                    Err(Error::not_found(INSTANCE_GONE))
+                };
+            }
+            let head = head(&tx, &table)?;
+            let oldest: Option<i64> = tx
+                .prepare_cached(&format!("SELECT min(seq) FROM \"{table}_ch\""))
+                .and_then(|mut s| s.query_row([], |r| r.get(0)))
+                .map_err(sql_error)?;
+            check_since(instance, since, head, oldest.map(|n| n as u64))?;
+            let mut stmt = tx
+                .prepare_cached(&format!(
+                    "SELECT seq, id, deleted FROM \"{table}_ch\" WHERE seq > ?1 \
+                     ORDER BY seq LIMIT ?2"
+                ))
+                .map_err(sql_error)?;
+            let changes = stmt
+                .query_map(params![since as i64, limit], |r| {
+                    Ok(Change {
+                        seq: r.get::<_, i64>(0)? as u64,
+                        id: r.get(1)?,
+                        deleted: r.get(2)?,
+                    })
+                })
+                .and_then(|rows| rows.collect::<rusqlite::Result<Vec<_>>>())
+                .map_err(sql_error)?;
+            let last_seq = changes.last().map_or(since, |ch| ch.seq);
+            Ok(ChangesPage { changes, last_seq })
+        })
+    }
+
+    async fn change_head(&self, instance: &Instance) -> Result<u64> {
+        let table = self.table(instance);
+        self.db().read_now(|c| {
+            if !table_exists(c, &table)? {
+                return Err(Error::not_found(INSTANCE_GONE));
+            }
+            head(c, &table)
+        })
+    }
+
+    async fn compact_changes(&self, before_ms: i64) -> Result<u64> {
+        let logs: Vec<String> = self.db().read_now(|c| {
+            c.prepare(
+                "SELECT name FROM sqlite_master WHERE type = 'table' AND name GLOB 'd[0-9]*_ch'",
+            )
+            .and_then(|mut s| {
+                s.query_map([], |r| r.get::<_, String>(0))?
+                    .collect::<rusqlite::Result<Vec<String>>>()
+            })
+            .map_err(sql_error)
+        })?;
+        let mut removed = 0;
+        for log in logs {
+            // From the oldest entry on, one batch per write (writers go on in between),
+            // and only a prefix of the log: an entry is removed only with every entry
+            // before it, so a clock that stepped back never leaves a hole readers would
+            // not notice.
+            loop {
+                let log = log.clone();
+                let (n, full) = self
+                    .db()
+                    .write(move |c| {
+                        let oldest: Vec<(i64, i64)> = c
+                            .prepare_cached(&format!(
+                                "SELECT seq, at_ms FROM \"{log}\" ORDER BY seq LIMIT {COMPACT_BATCH}"
+                            ))
+                            .and_then(|mut s| {
+                                s.query_map([], |r| Ok((r.get(0)?, r.get(1)?)))?
+                                    .collect::<rusqlite::Result<Vec<_>>>()
+                            })
+                            .map_err(sql_error)?;
+                        let old = oldest.iter().take_while(|(_, at)| *at < before_ms).count();
+                        let Some(&(last, _)) = old.checked_sub(1).and_then(|i| oldest.get(i)) else {
+                            return Ok((0, false));
+                        };
+                        let n = c
+                            .execute(&format!("DELETE FROM \"{log}\" WHERE seq <= ?1"), [last])
+                            .map_err(sql_error)?;
+                        Ok((n as u64, old == COMPACT_BATCH))
+                    })
+                    .await?;
+                removed += n;
+                if !full {
+                    break;
+                }
+            }
+        }
+        Ok(removed)
+    }
+
+    fn subscribe_changes(&self, listener: Weak<dyn FeedListener>) {
+        if let Ok(mut all) = self.listeners.lock() {
+            all.push(listener);
+        }
+    }
+}
+
+/// Whether table `table` exists.
+fn table_exists(c: &Connection, table: &str) -> Result<bool> {
+    c.prepare_cached("SELECT 1 FROM sqlite_master WHERE type = 'table' AND name = ?1")
+        .and_then(|mut s| s.query_row([table], |_| Ok(())).optional())
+        .map(|found| found.is_some())
+        .map_err(sql_error)
 }
 
 /// Where a list reads its pages: the instance's table.

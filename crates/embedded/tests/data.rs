@@ -76,3 +76,45 @@ async fn reads_racing_writes_never_bring_back_an_acknowledged_overwrite() {
         r.await.unwrap();
     }
 }
+
+/// A data directory written before change logs existed: its instances have no log. Their
+/// feed starts empty, and the first write after the upgrade makes the log and records.
+#[tokio::test]
+async fn instances_from_before_change_logs_get_one_on_their_next_write() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("data.db");
+    let inst = conformance::instance(InstanceConfig::Data);
+    {
+        let store = SqliteDocStore::open(&path, Arc::new(SystemClock)).unwrap();
+        store.create_instance(&inst).await.unwrap();
+        store
+            .create(
+                &inst,
+                Some(id("old")),
+                json!({"v": 1}).as_object().unwrap().clone(),
+            )
+            .await
+            .unwrap();
+        store.close().await.unwrap();
+    }
+    // What an earlier version left: the documents, no log.
+    rusqlite::Connection::open(&path)
+        .unwrap()
+        .execute_batch(&format!("DROP TABLE \"d{}_ch\"", inst.id.0))
+        .unwrap();
+    let store = SqliteDocStore::open(&path, Arc::new(SystemClock)).unwrap();
+    assert_eq!(store.change_head(&inst).await.unwrap(), 0);
+    let page = store.changes(&inst, 0, 10).await.unwrap();
+    assert!(page.changes.is_empty());
+    assert_eq!(page.last_seq, 0);
+    let ops = BulkOp::parse_all(json!([{"_id": "new"}, {"_id": "old", "_deleted": true}])).unwrap();
+    store.bulk(&inst, ops).await.unwrap();
+    let page = store.changes(&inst, 0, 10).await.unwrap();
+    let got: Vec<(u64, &str, bool)> = page
+        .changes
+        .iter()
+        .map(|c| (c.seq, c.id.as_str(), c.deleted))
+        .collect();
+    assert_eq!(got, vec![(1, "new", false), (2, "old", true)]);
+    store.close().await.unwrap();
+}

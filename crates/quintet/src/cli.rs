@@ -351,6 +351,21 @@ pub struct ServeArgs {
     #[arg(long, value_name = "MS")]
     pub queue_backoff_ms: Option<u64>,
 
+    /// Most change feeds (longpoll, continuous, eventsource) open on this node at once;
+    /// more are answered 429 [default: 10000]
+    #[arg(long, value_name = "N")]
+    pub feed_max_streams: Option<usize>,
+
+    /// Most change feeds one client (an access key, a domain token's subject, or else an
+    /// address) may hold open on this node; more are answered 429 [default: 100]
+    #[arg(long, value_name = "N")]
+    pub feed_max_streams_per_client: Option<usize>,
+
+    /// Seconds a data change stays in its instance's change log: a feed may resume from a
+    /// sequence that recent, an older one is answered 410 [default: 604800, a week]
+    #[arg(long, value_name = "SECONDS")]
+    pub feed_retention: Option<u64>,
+
     /// Answer a GET of a document or cache entry sent without an X-SVC-LEGACY-GET header
     /// with the bare document, as old hyper clients (hyper-connect below 0.2, the Python
     /// client) expect; the header still decides when sent (docs/compatibility.md)
@@ -627,6 +642,11 @@ impl ServeArgs {
                     .map(Duration::from_millis)
                     .unwrap_or(defaults.queue_backoff),
                 connections: limits.connections.clone(),
+                feed: feed_settings(
+                    s.feed_max_streams,
+                    s.feed_max_streams_per_client,
+                    s.feed_retention,
+                )?,
             },
             data_dir,
             admin_token,
@@ -773,6 +793,24 @@ pub(crate) fn read_file(path: &Path) -> anyhow::Result<ServeArgs> {
     let text = std::fs::read_to_string(path)
         .with_context(|| format!("cannot read config file {}", path.display()))?;
     toml::from_str(&text).with_context(|| format!("config file {} is not valid", path.display()))
+}
+
+/// The change feeds' settings over their defaults.
+fn feed_settings(
+    max_streams: Option<usize>,
+    per_client: Option<usize>,
+    retention: Option<u64>,
+) -> anyhow::Result<quintet_server::feed::FeedSettings> {
+    let d = quintet_server::feed::FeedSettings::default();
+    let settings = quintet_server::feed::FeedSettings {
+        max_streams: max_streams.unwrap_or(d.max_streams),
+        max_streams_per_client: per_client.unwrap_or(d.max_streams_per_client),
+        retention: retention.map_or(d.retention, Duration::from_secs),
+    };
+    if settings.retention.is_zero() || settings.retention > Duration::from_secs(10 * 365 * 86_400) {
+        anyhow::bail!("feed-retention must be 1 second to 10 years");
+    }
+    Ok(settings)
 }
 
 #[cfg(test)]

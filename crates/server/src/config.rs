@@ -80,6 +80,8 @@ pub struct Config {
     pub tls: Option<TlsFiles>,
     /// Connections: how many, from whom, and how fast their bodies must arrive.
     pub connections: ConnectionSettings,
+    /// Change feeds: open streams and how long changes are kept.
+    pub feed: crate::feed::FeedSettings,
 }
 
 /// Bounds on connections and request bodies, so that slow or stalled clients cannot take
@@ -197,6 +199,7 @@ impl Default for Config {
             rate_limit_per_key: None,
             tls: None,
             connections: ConnectionSettings::default(),
+            feed: crate::feed::FeedSettings::default(),
         }
     }
 }

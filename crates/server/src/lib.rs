@@ -22,6 +22,7 @@ pub mod dispatch;
 pub mod error;
 pub mod extract;
 pub mod failpoint;
+pub mod feed;
 pub mod hosts;
 pub mod instances;
 pub mod metrics;
@@ -92,6 +93,9 @@ pub fn app(
 pub async fn startup(state: &AppState) -> Result<()> {
     state.services.sweep().await?;
     state.auth.keys.start_flusher();
+    state
+        .feeds
+        .start_compactor(Arc::clone(&state.services.data), Arc::clone(&state.clock));
     Ok(())
 }
 
@@ -129,10 +133,12 @@ where
 {
     let (stopping_tx, stopping_rx) = tokio::sync::oneshot::channel::<()>();
     let dispatcher = Arc::clone(&state.dispatcher);
+    let feeds = Arc::clone(&state.feeds);
     let signal = async move {
         shutdown.await;
         tracing::info!("shutting down: finishing in-flight requests and deliveries");
         dispatcher.begin_shutdown();
+        feeds.stop();
         let _ = stopping_tx.send(());
     };
     let server = serve::serve(

@@ -4,7 +4,7 @@ use std::sync::{Arc, Weak};
 
 use quintet_core::{
     Clock, SystemClock,
-    ports::{queue::DueListener, registry::ChangeListener},
+    ports::{changes::FeedListener, queue::DueListener, registry::ChangeListener},
 };
 
 use crate::{
@@ -14,6 +14,7 @@ use crate::{
     config::Config,
     cors::OriginPolicy,
     dispatch::Dispatcher,
+    feed::FeedHub,
     hosts::HostPolicy,
     instances::Instances,
     metrics::Metrics,
@@ -54,6 +55,8 @@ pub struct AppState {
     pub usage: Arc<Usage>,
     /// The open connections and their bounds.
     pub connections: Arc<ConnectionLimits>,
+    /// The change feeds' wake-ups and open streams.
+    pub feeds: Arc<FeedHub>,
 }
 
 impl AppState {
@@ -108,12 +111,18 @@ impl AppState {
             config.tls.is_some(),
             config.public_url.as_deref(),
         ));
+        let feeds = Arc::new(FeedHub::new(config.feed.clone()));
+        // Held weakly by the data adapter, like the registry's listener.
+        let feed_listener: Weak<FeedHub> = Arc::downgrade(&feeds);
+        let feed_listener: Weak<dyn FeedListener> = feed_listener;
+        services.data.subscribe_changes(feed_listener);
         let usage = Arc::new(Usage::new(Arc::clone(&services), Arc::clone(&clock)));
         let connections = ConnectionLimits::new(
             config.connections.max_connections,
             config.connections.max_connections_per_client,
         );
         Self {
+            feeds,
             connections,
             instances,
             services,

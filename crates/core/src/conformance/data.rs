@@ -571,3 +571,230 @@ async fn collect<T>(mut s: Pin<Box<dyn Stream<Item = T> + Send>>) -> Vec<T> {
     }
     out
 }
+
+/// The change log as [`DocStore::changes`] answers it from `since` on, page by page.
+async fn all_changes(
+    store: &dyn DocStore,
+    inst: &Instance,
+    since: u64,
+) -> Vec<(u64, String, bool)> {
+    let mut out = Vec::new();
+    let mut at = since;
+    loop {
+        let page = store.changes(inst, at, 3).await.expect("changes");
+        if page.changes.is_empty() {
+            assert_eq!(page.last_seq, at);
+            return out;
+        }
+        at = page.last_seq;
+        out.extend(page.changes.into_iter().map(|c| (c.seq, c.id, c.deleted)));
+    }
+}
+
+/// Every applied write appends its changes, numbered from 1 in order; failed writes and
+/// bulk entries that did not apply append nothing; reads resume exactly after `since`.
+pub async fn changes_follow_every_write_in_order(store: &dyn DocStore) {
+    let inst = fresh(store).await;
+    assert_eq!(store.change_head(&inst).await.unwrap(), 0);
+    let empty = store.changes(&inst, 0, 10).await.unwrap();
+    assert!(empty.changes.is_empty());
+    assert_eq!(empty.last_seq, 0);
+    store
+        .create(&inst, Some(id("a")), doc(json!({"v": 1})))
+        .await
+        .unwrap();
+    store
+        .replace(&inst, &id("a"), doc(json!({"v": 2})))
+        .await
+        .unwrap();
+    assert!(
+        store
+            .create(&inst, Some(id("a")), doc(json!({"v": 3})))
+            .await
+            .is_err()
+    );
+    assert!(
+        store
+            .replace(&inst, &id("zz"), doc(json!({"v": 3})))
+            .await
+            .is_err()
+    );
+    assert!(store.remove(&inst, &id("zz")).await.is_err());
+    store
+        .create(&inst, Some(id("b")), doc(json!({"v": 1})))
+        .await
+        .unwrap();
+    store.remove(&inst, &id("a")).await.unwrap();
+    let ops = BulkOp::parse_all(json!([
+        {"_id": "c", "v": 1},
+        {"_id": "b", "_deleted": true},
+        {"_id": "nope", "_deleted": true},
+        {"v": "no id"},
+        {"_id": "c", "v": 2},
+    ]))
+    .unwrap();
+    store.bulk(&inst, ops).await.unwrap();
+    let want: Vec<(u64, String, bool)> = [
+        ("a", false),
+        ("a", false),
+        ("b", false),
+        ("a", true),
+        ("c", false),
+        ("b", true),
+        ("c", false),
+    ]
+    .iter()
+    .enumerate()
+    .map(|(i, (d, del))| (i as u64 + 1, (*d).to_owned(), *del))
+    .collect();
+    assert_eq!(all_changes(store, &inst, 0).await, want);
+    assert_eq!(all_changes(store, &inst, 4).await, want[4..].to_vec());
+    assert_eq!(store.change_head(&inst).await.unwrap(), 7);
+    let page = store.changes(&inst, 2, 2).await.unwrap();
+    assert_eq!(
+        page.changes.iter().map(|c| c.seq).collect::<Vec<_>>(),
+        vec![3, 4]
+    );
+    assert_eq!(page.last_seq, 4);
+    // Beyond the head: the client must start over.
+    assert!(matches!(
+        store.changes(&inst, 8, 10).await,
+        Err(Error::Gone(_))
+    ));
+    // Another instance's log is its own.
+    let other = fresh(store).await;
+    assert_eq!(store.change_head(&other).await.unwrap(), 0);
+}
+
+/// Compaction removes old entries; a position before the oldest kept one is refused
+/// ([`Error::Gone`]), later ones still read, and numbering goes on after the head.
+pub async fn compaction_refuses_positions_it_removed(store: &dyn DocStore) {
+    let inst = fresh(store).await;
+    for k in ["a", "b", "c"] {
+        store
+            .create(&inst, Some(id(k)), doc(json!({"v": 1})))
+            .await
+            .unwrap();
+    }
+    assert_eq!(
+        store.compact_changes(0).await.unwrap(),
+        0,
+        "nothing is that old"
+    );
+    assert_eq!(all_changes(store, &inst, 0).await.len(), 3);
+    assert!(store.compact_changes(i64::MAX).await.unwrap() >= 3);
+    for since in [0, 2] {
+        let err = store.changes(&inst, since, 10).await.unwrap_err();
+        assert!(
+            matches!(&err, Error::Gone(m) if m.contains("since=0")),
+            "{err:?}"
+        );
+    }
+    let page = store.changes(&inst, 3, 10).await.unwrap();
+    assert!(page.changes.is_empty());
+    assert_eq!(page.last_seq, 3);
+    assert_eq!(store.change_head(&inst).await.unwrap(), 3);
+    store.remove(&inst, &id("a")).await.unwrap();
+    assert_eq!(
+        all_changes(store, &inst, 3).await,
+        vec![(4, "a".to_owned(), true)]
+    );
+}
+
+/// Subscribed listeners are told about a write's instance before it is acknowledged.
+pub async fn writes_tell_feed_listeners(store: &dyn DocStore) {
+    use crate::{InstanceId, ports::changes::FeedListener};
+    use std::sync::{Arc, Mutex, Weak};
+    #[derive(Default)]
+    struct Seen(Mutex<Vec<InstanceId>>);
+    impl FeedListener for Seen {
+        fn changed(&self, instance: InstanceId) {
+            self.0.lock().unwrap().push(instance);
+        }
+        fn resync(&self) {}
+    }
+    let seen = Arc::new(Seen::default());
+    let weak: Weak<Seen> = Arc::downgrade(&seen);
+    let weak: Weak<dyn FeedListener> = weak;
+    store.subscribe_changes(weak);
+    let inst = fresh(store).await;
+    store
+        .create(&inst, Some(id("a")), doc(json!({"v": 1})))
+        .await
+        .unwrap();
+    assert!(seen.0.lock().unwrap().contains(&inst.id));
+    seen.0.lock().unwrap().clear();
+    let ops = BulkOp::parse_all(json!([{"_id": "b"}, {"_id": "a", "_deleted": true}])).unwrap();
+    store.bulk(&inst, ops).await.unwrap();
+    assert!(seen.0.lock().unwrap().contains(&inst.id));
+}
+
+/// Writers running at once: a reader following the log while they write sees every
+/// applied write exactly once, numbered without gaps, and never an entry it already read.
+pub async fn concurrent_writes_are_read_exactly_once(store: &dyn DocStore) {
+    use std::cell::Cell;
+    let inst = fresh(store).await;
+    const WRITERS: usize = 8;
+    const EACH: usize = 25;
+    let done = Cell::new(0usize);
+    let writers = (0..WRITERS).map(|w| {
+        let (inst, done) = (&inst, &done);
+        async move {
+            for i in 0..EACH {
+                if i % 5 == 4 {
+                    let ops = BulkOp::parse_all(json!([
+                        {"_id": format!("w{w}-{i}-x")},
+                        {"_id": format!("w{w}-{i}-y")},
+                    ]))
+                    .unwrap();
+                    store.bulk(inst, ops).await.unwrap();
+                } else {
+                    store
+                        .create(inst, Some(id(&format!("w{w}-{i}"))), doc(json!({"i": i})))
+                        .await
+                        .unwrap();
+                }
+            }
+            done.set(done.get() + 1);
+        }
+    });
+    let reader = async {
+        let mut got: Vec<(u64, String, bool)> = Vec::new();
+        let mut at = 0;
+        loop {
+            let finished = done.get() == WRITERS;
+            let page = store.changes(&inst, at, 7).await.unwrap();
+            at = page.last_seq;
+            let empty = page.changes.is_empty();
+            got.extend(page.changes.into_iter().map(|c| (c.seq, c.id, c.deleted)));
+            if finished && empty {
+                return got;
+            }
+            tokio_yield().await;
+        }
+    };
+    let (_, got) =
+        futures_util::future::join(futures_util::future::join_all(writers), reader).await;
+    let per_writer = EACH + EACH / 5;
+    assert_eq!(got.len(), WRITERS * per_writer);
+    for (i, (seq, _, _)) in got.iter().enumerate() {
+        assert_eq!(*seq, i as u64 + 1, "numbered without gaps, in order");
+    }
+    let ids: std::collections::HashSet<&str> = got.iter().map(|(_, d, _)| d.as_str()).collect();
+    assert_eq!(ids.len(), got.len(), "each write once");
+}
+
+/// Let other futures of the same task run (a reader polling between writes).
+async fn tokio_yield() {
+    let mut yielded = false;
+    poll_fn(|cx| {
+        if yielded {
+            std::task::Poll::Ready(())
+        } else {
+            yielded = true;
+            cx.waker().wake_by_ref();
+            std::task::Poll::Pending
+        }
+    })
+    .await;
+}

@@ -148,6 +148,10 @@ macro_rules! data_conformance {
                 indexes_follow_every_write,
                 index_definitions,
                 oversized_documents_are_refused,
+                changes_follow_every_write_in_order,
+                compaction_refuses_positions_it_removed,
+                writes_tell_feed_listeners,
+                concurrent_writes_are_read_exactly_once,
             ]
         );
     };

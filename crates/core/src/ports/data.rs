@@ -3,14 +3,20 @@
 //! The request shapes are parsed here and in [`crate::mango`], so every adapter receives
 //! validated values: [`DocId`]s, documents that are objects, typed queries and indexes.
 
-use std::{fmt, pin::Pin, str::FromStr};
+use std::{fmt, pin::Pin, str::FromStr, sync::Weak};
 
 use async_trait::async_trait;
 use futures_core::Stream;
 use serde_json::{Map, Value, value::RawValue};
 
 pub use crate::mango::{ExecutionStats, FindOutcome, FindQuery, IndexDef, SortDir};
-use crate::{Error, Instance, Result, ports::Lifecycle};
+use crate::{
+    Error, Instance, Result,
+    ports::{
+        Lifecycle,
+        changes::{ChangesPage, FeedListener},
+    },
+};
 
 /// A JSON document: always an object.
 pub type Document = Map<String, Value>;
@@ -431,6 +437,12 @@ impl BulkOutcome {
 ///   an identical index again succeeds and changes nothing; another definition under an
 ///   existing name is a [`crate::Error::Conflict`].
 /// - Ids compare byte-wise for listing.
+/// - Every applied write appends one change entry per document it changed (a bulk: one
+///   per applied entry, in order) in its own transaction; entries are numbered from 1
+///   without gaps in commit order, and `changes` never answers an entry whose number
+///   is above one a later read could still add (see [`crate::ports::changes`]).
+/// - After a commit, subscribed [`FeedListener`]s are told (`changed`) before the write
+///   is acknowledged on this node.
 #[async_trait]
 pub trait DocStore: Lifecycle {
     /// Store a new document under `id` (or a generated id); returns the id.
@@ -459,6 +471,22 @@ pub trait DocStore: Lifecycle {
 
     /// The instance's indexes, by name.
     async fn indexes(&self, instance: &Instance) -> Result<Vec<IndexDef>>;
+
+    /// At most `limit` entries of the instance's change log after entry `since`, in order
+    /// (see [`crate::ports::changes`]). [`Error::Gone`] when entries after `since` were
+    /// compacted away or `since` is beyond the head
+    /// ([`crate::ports::changes::check_since`]).
+    async fn changes(&self, instance: &Instance, since: u64, limit: usize) -> Result<ChangesPage>;
+
+    /// The number of the instance's latest change (0 before the first write).
+    async fn change_head(&self, instance: &Instance) -> Result<u64>;
+
+    /// Remove change entries written before `before_ms` (ms since the epoch), in every
+    /// instance; returns how many.
+    async fn compact_changes(&self, before_ms: i64) -> Result<u64>;
+
+    /// Tell `listener` whenever an instance's log may have grown, until it is dropped.
+    fn subscribe_changes(&self, listener: Weak<dyn FeedListener>);
 }
 
 /// The answer for document `id` missing from data instance `instance`.

@@ -12,6 +12,7 @@ use async_trait::async_trait;
 use crate::{Instance, InstanceId, Result};
 
 pub mod cache;
+pub mod changes;
 pub mod data;
 pub mod list;
 pub mod queue;

@@ -28,17 +28,20 @@
 //! entries. Writes that replace or remove an indexed document lock its row before they
 //! delete its old entries, so entries always match the committed document.
 //!
+//! - `changes`: the change log (`quintet_data_seq`, `quintet_data_changes`, a trigger)
+//!   and the `LISTEN` task telling this node about changes made through any node.
 //! - `write`: create, replace, remove, bulk, index creation.
 //! - `read`: get, list, find.
 //! - `prefilter`: the parts of a selector PostgreSQL can check exactly.
 
+mod changes;
 mod prefilter;
 mod read;
 mod write;
 
 use std::{
     collections::HashMap,
-    sync::{Arc, RwLock},
+    sync::{Arc, RwLock, Weak},
 };
 
 use async_trait::async_trait;
@@ -47,6 +50,7 @@ use quintet_core::{
     id::IdGenerator,
     ports::{
         Keep, Lifecycle,
+        changes::{ChangesPage, FeedListener},
         data::{
             BulkOp, BulkOutcome, DocId, DocStore, DocStream, Document, FindOutcome, FindQuery,
             IndexDef, ListQuery, RawJson, document_missing, stored_index,
@@ -58,7 +62,8 @@ use tokio_postgres::GenericClient;
 use crate::{database::PgDatabase, error::pg_error};
 
 /// The schema migrations of data, append only (see [`PgDatabase::migrate`]).
-const MIGRATIONS: &[&str] = &[r#"
+const MIGRATIONS: &[&str] = &[
+    r#"
 CREATE TABLE quintet_data_instances (
     instance  BIGINT PRIMARY KEY,
     indexes   BIGINT NOT NULL DEFAULT 0
@@ -89,7 +94,9 @@ CREATE TABLE quintet_data_keys (
     PRIMARY KEY (instance, num, k, id)
 );
 CREATE INDEX quintet_data_keys_by_doc ON quintet_data_keys (instance, id);
-"#];
+"#,
+    changes::MIGRATION,
+];
 
 /// The index definitions of one instance at one version, in name order (the order the
 /// embedded engine plans over, so both choose the same index).
@@ -110,6 +117,8 @@ pub struct PgDocStore {
     ids: Arc<IdGenerator>,
     /// Index definitions per instance as last read; every use checks the version.
     indexes: Arc<RwLock<HashMap<InstanceId, Arc<Indexes>>>>,
+    /// Tells this node's feed listeners about changes made through any node.
+    wake: Arc<changes::Waker>,
 }
 
 fn instance_gone(instance: &Instance) -> Error {
@@ -134,11 +143,21 @@ impl PgDocStore {
     /// registry uses); `clock` dates generated ids.
     pub async fn open(db: PgDatabase, clock: Arc<dyn Clock>) -> Result<Self> {
         db.migrate("data", MIGRATIONS).await?;
+        let channel: String = db
+            .client()
+            .await?
+            .query_one("SELECT 'quintet_data_' || md5(current_schema())", &[])
+            .await
+            .map_err(pg_error)?
+            .try_get(0)
+            .map_err(pg_error)?;
+        let wake = Arc::new(changes::Waker::start(&db, &channel).await?);
         Ok(Self {
             db,
             clock,
             ids: Arc::new(IdGenerator::new()),
             indexes: Arc::default(),
+            wake,
         })
     }
 
@@ -224,6 +243,10 @@ async fn drop_rows(db: &PgDatabase, id: i64) -> Result<()> {
     db.drop_instance_rows(
         "quintet_data_instances",
         &[
+            // The counter first: the change trigger, run at commit, then records nothing
+            // for the documents this transaction deletes.
+            "quintet_data_seq",
+            "quintet_data_changes",
             "quintet_data_keys",
             "quintet_data_indexes",
             "quintet_data_docs",
@@ -239,11 +262,13 @@ impl Lifecycle for PgDocStore {
         self.db
             .client()
             .await?
-            .execute(
-                "INSERT INTO quintet_data_instances (instance) VALUES ($1) \
+            .batch_execute(&format!(
+                "INSERT INTO quintet_data_instances (instance) VALUES ({id}) \
+                 ON CONFLICT (instance) DO NOTHING; \
+                 INSERT INTO quintet_data_seq (instance) VALUES ({id}) \
                  ON CONFLICT (instance) DO NOTHING",
-                &[&instance.id.0],
-            )
+                id = instance.id.0
+            ))
             .await
             .map_err(pg_error)?;
         Ok(())
@@ -293,6 +318,7 @@ impl Lifecycle for PgDocStore {
     async fn close(&self) -> Result<()> {
         // The pool is shared with the other PostgreSQL adapters of the node; whoever opened
         // it closes it.
+        self.wake.stop();
         Ok(())
     }
 }
@@ -306,6 +332,7 @@ impl DocStore for PgDocStore {
         };
         let text = quintet_core::ports::data::stored_text(&id, doc)?;
         write::create(self, instance, &id, &text).await?;
+        self.wake.tell(instance.id);
         Ok(id)
     }
 
@@ -315,15 +342,21 @@ impl DocStore for PgDocStore {
 
     async fn replace(&self, instance: &Instance, id: &DocId, doc: Document) -> Result<()> {
         let text = quintet_core::ports::data::stored_text(id, doc)?;
-        write::replace(self, instance, id, text).await
+        write::replace(self, instance, id, text).await?;
+        self.wake.tell(instance.id);
+        Ok(())
     }
 
     async fn remove(&self, instance: &Instance, id: &DocId) -> Result<()> {
-        write::remove(self, instance, id).await
+        write::remove(self, instance, id).await?;
+        self.wake.tell(instance.id);
+        Ok(())
     }
 
     async fn bulk(&self, instance: &Instance, ops: Vec<BulkOp>) -> Result<Vec<BulkOutcome>> {
-        write::bulk(self, instance, ops).await
+        let out = write::bulk(self, instance, ops).await?;
+        self.wake.tell(instance.id);
+        Ok(out)
     }
 
     async fn list(&self, instance: &Instance, query: ListQuery) -> Result<DocStream> {
@@ -356,5 +389,21 @@ impl DocStore for PgDocStore {
             .await?
             .defs
             .clone())
+    }
+
+    async fn changes(&self, instance: &Instance, since: u64, limit: usize) -> Result<ChangesPage> {
+        changes::page(&self.db, instance, since, limit).await
+    }
+
+    async fn change_head(&self, instance: &Instance) -> Result<u64> {
+        changes::head(&self.db, instance).await
+    }
+
+    async fn compact_changes(&self, before_ms: i64) -> Result<u64> {
+        changes::compact(&self.db, before_ms).await
+    }
+
+    fn subscribe_changes(&self, listener: Weak<dyn FeedListener>) {
+        self.wake.subscribe(listener);
     }
 }

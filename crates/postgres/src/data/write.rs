@@ -371,6 +371,11 @@ async fn apply_once(
     let iid = instance.id.0;
     let mut client = store.db.client().await?;
     let tx = client.transaction().await.map_err(pg)?;
+    // This transaction records its changes itself, one per applied entry in entry order
+    // (the trigger would see only each document's final state).
+    tx.batch_execute(super::changes::RECORD_EXPLICITLY)
+        .await
+        .map_err(pg)?;
     let version: i64 = tx
         .query_opt(LOCK_INSTANCE, &[&iid])
         .await
@@ -463,6 +468,23 @@ async fn apply_once(
                 .await
                 .map_err(pg)?;
         }
+    }
+    let (mut changed, mut deleted) = (Vec::new(), Vec::new());
+    for (op, done) in ops.iter().zip(&applied) {
+        if *done {
+            changed.push(op.id());
+            deleted.push(matches!(op, Op::Delete { .. }));
+        }
+    }
+    if !changed.is_empty() {
+        let record = tx
+            .prepare_cached(super::changes::RECORD_BULK)
+            .await
+            .map_err(pg)?;
+        let n = changed.len() as i64;
+        tx.execute(&record, &[&iid, &n, &changed, &deleted])
+            .await
+            .map_err(pg)?;
     }
     tx.commit().await.map_err(pg)?;
     Ok(applied)

@@ -9,6 +9,7 @@ mod admin;
 mod archive;
 mod cache;
 mod data;
+mod feed;
 mod lifecycle;
 mod meta;
 mod queue;
@@ -27,6 +28,7 @@ pub fn router(state: AppState) -> Router {
         .merge(admin::routes())
         .merge(cache::routes())
         .merge(data::routes())
+        .merge(feed::routes())
         .merge(search::routes())
         .layer(DefaultBodyLimit::max(limit))
         .merge(storage::routes().layer(DefaultBodyLimit::disable()))

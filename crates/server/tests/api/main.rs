@@ -9,6 +9,7 @@ mod auth;
 mod browser;
 mod cache;
 mod data;
+mod feed;
 mod http;
 mod hyper_connect;
 mod lifecycle;

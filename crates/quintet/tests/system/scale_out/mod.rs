@@ -6,6 +6,7 @@
 
 mod cache;
 mod engine_down;
+mod feed;
 mod queue;
 mod registry;
 mod revocation_stall;

@@ -1,0 +1,166 @@
+//! The data change feed across two nodes on PostgreSQL: writes made through both nodes at
+//! once reach a subscriber that drops its stream at random points and resumes from its
+//! last sequence on either node, every change exactly once and in commit order.
+
+use std::{collections::HashSet, path::Path};
+
+use quintet_testkit::{Client, Process, engines};
+use reqwest::Method;
+use serde_json::{Value, json};
+
+use crate::BIN;
+
+const ADMIN_TOKEN: &str = "feed-two-nodes-admin-token-01234";
+
+/// Reads `continuous` lines as they arrive.
+struct Lines {
+    res: reqwest::Response,
+    buf: String,
+}
+
+impl Lines {
+    async fn open(node: &Client, path: &str) -> Self {
+        let res = node.request(Method::GET, path).send().await.unwrap();
+        assert_eq!(res.status(), 200);
+        Self {
+            res,
+            buf: String::new(),
+        }
+    }
+
+    async fn next(&mut self) -> Option<Value> {
+        loop {
+            if let Some(i) = self.buf.find('\n') {
+                let line: String = self.buf.drain(..=i).collect();
+                if line.trim().is_empty() {
+                    continue;
+                }
+                return Some(serde_json::from_str(line.trim()).unwrap());
+            }
+            match self.res.chunk().await {
+                Ok(Some(b)) => self.buf.push_str(std::str::from_utf8(&b).unwrap()),
+                _ => return None,
+            }
+        }
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn ten_thousand_writes_through_two_nodes_reach_a_roaming_subscriber_exactly_once() {
+    let test = "ten_thousand_writes_through_two_nodes_reach_a_roaming_subscriber";
+    let Some(pg) = engines::postgres(test).await else {
+        return;
+    };
+    let dir = tempfile::tempdir().unwrap();
+    let args = ["--data", pg.url(), "--admin-token", ADMIN_TOKEN];
+    let a = Process::spawn(Path::new(BIN), &dir.path().join("a"), &args);
+    let b = Process::spawn(Path::new(BIN), &dir.path().join("b"), &args);
+    a.create("data", "events", None).await;
+
+    // 10,000 writes: through both nodes, single documents and bulks, at once.
+    const WRITERS: usize = 4;
+    const ROUNDS: usize = 250;
+    let mut writers = Vec::new();
+    for w in 0..WRITERS {
+        let node = Client::new(&if w % 2 == 0 { a.url("") } else { b.url("") });
+        writers.push(tokio::spawn(async move {
+            for r in 0..ROUNDS {
+                // Per round: 2 single writes and a bulk of 8 = 10 writes.
+                for k in 0..2 {
+                    node.post("/data/events", json!({"_id": format!("w{w}-{r}-{k}")}))
+                        .await
+                        .expect(201);
+                }
+                let bulk: Vec<Value> = (2..10)
+                    .map(|k| json!({"_id": format!("w{w}-{r}-{k}")}))
+                    .collect();
+                node.post("/data/events/_bulk", Value::Array(bulk))
+                    .await
+                    .expect(200);
+            }
+        }));
+    }
+    let total = WRITERS * ROUNDS * 10;
+    let nodes = [Client::new(&a.url("")), Client::new(&b.url(""))];
+    let mut seen: Vec<(u64, String)> = Vec::with_capacity(total);
+    let mut since = "0".to_owned();
+    let mut rng = 0x9e37_79b9_7f4a_7c15_u64;
+    let mut reconnects = 0usize;
+    while seen.len() < total {
+        let node = &nodes[reconnects % 2];
+        let mut lines = Lines::open(
+            node,
+            &format!("/data/events/_changes?feed=continuous&since={since}"),
+        )
+        .await;
+        rng ^= rng << 13;
+        rng ^= rng >> 7;
+        rng ^= rng << 17;
+        let take = 1 + (rng % 900) as usize;
+        for _ in 0..take {
+            let Some(line) = lines.next().await else {
+                break;
+            };
+            let seq = line["seq"].as_str().unwrap().to_owned();
+            let n: u64 = seq.split('-').next().unwrap().parse().unwrap();
+            seen.push((n, line["id"].as_str().unwrap().to_owned()));
+            since = seq;
+            if seen.len() == total {
+                break;
+            }
+        }
+        reconnects += 1;
+    }
+    for w in writers {
+        w.await.unwrap();
+    }
+    assert!(reconnects > 10, "{reconnects}");
+    for (i, (n, _)) in seen.iter().enumerate() {
+        assert_eq!(*n, i as u64 + 1, "in order, none missing, none twice");
+    }
+    let ids: HashSet<&str> = seen.iter().map(|(_, id)| id.as_str()).collect();
+    assert_eq!(ids.len(), total);
+    // Each node's log is the same log.
+    for node in &nodes {
+        let rest = node
+            .get(&format!("/data/events/_changes?since={since}"))
+            .await
+            .expect(200);
+        assert_eq!(rest.body["results"], json!([]));
+    }
+}
+
+/// A subscriber on one node is woken by a write through the other (LISTEN/NOTIFY), not by
+/// polling: a longpoll on B answers the write made through A.
+#[tokio::test]
+async fn a_write_through_one_node_wakes_a_subscriber_on_the_other() {
+    let test = "a_write_through_one_node_wakes_a_subscriber_on_the_other";
+    let Some(pg) = engines::postgres(test).await else {
+        return;
+    };
+    let dir = tempfile::tempdir().unwrap();
+    let args = ["--data", pg.url(), "--admin-token", ADMIN_TOKEN];
+    let a = Process::spawn(Path::new(BIN), &dir.path().join("a"), &args);
+    let b = Process::spawn(Path::new(BIN), &dir.path().join("b"), &args);
+    a.create("data", "events", None).await;
+    let last = b.get("/data/events/_changes").await.expect(200).body["last_seq"]
+        .as_str()
+        .unwrap()
+        .to_owned();
+    let waiting = {
+        let node = Client::new(&b.url(""));
+        tokio::spawn(async move {
+            node.get(&format!(
+                "/data/events/_changes?feed=longpoll&timeout=50000&since={last}"
+            ))
+            .await
+            .expect(200)
+            .body
+        })
+    };
+    a.post("/data/events", json!({"_id": "hello"}))
+        .await
+        .expect(201);
+    let got = waiting.await.unwrap();
+    assert_eq!(got["results"][0]["id"], "hello");
+}

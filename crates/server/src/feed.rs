@@ -1,0 +1,251 @@
+//! What the change feeds of one node share: a wake-up per followed instance, the count of
+//! open streams (per client and in all), the end of every stream at shutdown, and the
+//! periodic compaction of change logs.
+//!
+//! Streams pull: each reads the change log from its own position, at its own pace, and
+//! waits for a wake-up when it has read everything. Nothing is buffered per subscriber
+//! beyond the page it is sending, so a subscriber that stops reading holds only its
+//! connection, and writers never wait for subscribers. The handlers: `routes/feed.rs`.
+
+use std::{
+    collections::HashMap,
+    sync::{Arc, Mutex, MutexGuard, PoisonError},
+    time::Duration,
+};
+
+use quintet_core::{
+    Clock, Error, InstanceId, Result,
+    ports::{changes::FeedListener, data::DocStore},
+};
+use tokio::{sync::watch, task::JoinHandle};
+
+/// Most streaming feeds open on a node unless configured.
+pub const DEFAULT_MAX_STREAMS: usize = 10_000;
+/// Most streaming feeds one client (one access key; one address without a key) may hold
+/// open on a node unless configured.
+pub const DEFAULT_MAX_STREAMS_PER_CLIENT: usize = 100;
+/// How long change entries stay readable unless configured: a week.
+pub const DEFAULT_RETENTION: Duration = Duration::from_secs(7 * 86_400);
+
+/// The feeds' settings.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct FeedSettings {
+    /// Most streaming feeds open on the node.
+    pub max_streams: usize,
+    /// Most streaming feeds per client.
+    pub max_streams_per_client: usize,
+    /// How long change entries are kept.
+    pub retention: Duration,
+}
+
+impl Default for FeedSettings {
+    fn default() -> Self {
+        Self {
+            max_streams: DEFAULT_MAX_STREAMS,
+            max_streams_per_client: DEFAULT_MAX_STREAMS_PER_CLIENT,
+            retention: DEFAULT_RETENTION,
+        }
+    }
+}
+
+fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
+    m.lock().unwrap_or_else(PoisonError::into_inner)
+}
+
+/// Open streams, in all and per client.
+#[derive(Debug, Default)]
+struct Open {
+    total: usize,
+    per_client: HashMap<String, usize>,
+}
+
+/// The node's feeds; see the module documentation.
+#[derive(Debug)]
+pub struct FeedHub {
+    settings: FeedSettings,
+    /// One sender per instance someone follows; its value is bumped on every wake-up.
+    wakes: Mutex<HashMap<InstanceId, watch::Sender<u64>>>,
+    open: Mutex<Open>,
+    stopping: watch::Sender<bool>,
+    compactor: Mutex<Option<JoinHandle<()>>>,
+}
+
+impl FeedHub {
+    /// A hub with `settings`.
+    pub fn new(settings: FeedSettings) -> Self {
+        Self {
+            settings,
+            wakes: Mutex::default(),
+            open: Mutex::default(),
+            stopping: watch::channel(false).0,
+            compactor: Mutex::new(None),
+        }
+    }
+
+    /// The settings.
+    pub fn settings(&self) -> &FeedSettings {
+        &self.settings
+    }
+
+    /// Wake-ups of `instance`: the receiver's value changes whenever its log may have
+    /// grown. Take it before reading the log, so no change between the read and the wait
+    /// is missed.
+    pub fn watch(&self, instance: InstanceId) -> watch::Receiver<u64> {
+        let mut wakes = lock(&self.wakes);
+        // Instances nobody follows any more are forgotten here, so the map stays as
+        // large as the number of followed instances.
+        wakes.retain(|_, tx| tx.receiver_count() > 0);
+        wakes
+            .entry(instance)
+            .or_insert_with(|| watch::channel(0).0)
+            .subscribe()
+    }
+
+    /// Count one more stream of `client`: [`Error::RateLimited`] (429) beyond the bounds.
+    pub fn admit(self: &Arc<Self>, client: String) -> Result<StreamGuard> {
+        let mut open = lock(&self.open);
+        if open.total >= self.settings.max_streams {
+            return Err(Error::RateLimited(
+                format!(
+                    "this server has {} change feeds open, the most it allows \
+                     (--feed-max-streams); retry later or on another node",
+                    self.settings.max_streams
+                ),
+                1,
+            ));
+        }
+        let mine = open.per_client.get(&client).copied().unwrap_or(0);
+        if mine >= self.settings.max_streams_per_client {
+            return Err(Error::RateLimited(
+                format!(
+                    "this client has {mine} change feeds open on this server, the most \
+                     it allows (--feed-max-streams-per-client); close one first"
+                ),
+                1,
+            ));
+        }
+        open.total += 1;
+        *open.per_client.entry(client.clone()).or_insert(0) += 1;
+        Ok(StreamGuard {
+            hub: Arc::clone(self),
+            client,
+        })
+    }
+
+    /// How many streams are open.
+    pub fn open_streams(&self) -> usize {
+        lock(&self.open).total
+    }
+
+    /// Whether the node is shutting down; every stream ends when it turns `true`.
+    pub fn stopping(&self) -> watch::Receiver<bool> {
+        self.stopping.subscribe()
+    }
+
+    /// End every stream (the node shuts down) and stop compacting.
+    pub fn stop(&self) {
+        self.stopping.send_replace(true);
+        if let Some(task) = lock(&self.compactor).take() {
+            task.abort();
+        }
+    }
+
+    /// Remove change entries older than the retention from `data` now, and then
+    /// periodically (a tenth of the retention, between a second and ten minutes).
+    pub fn start_compactor(&self, data: Arc<dyn DocStore>, clock: Arc<dyn Clock>) {
+        let retention = self.settings.retention;
+        let every = (retention / 10).clamp(Duration::from_secs(1), Duration::from_secs(600));
+        let keep_ms = i64::try_from(retention.as_millis()).unwrap_or(i64::MAX);
+        let task = tokio::spawn(async move {
+            let mut tick = tokio::time::interval(every);
+            tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+            loop {
+                tick.tick().await;
+                let before = clock.now_ms().saturating_sub(keep_ms);
+                match data.compact_changes(before).await {
+                    Ok(0) => {}
+                    Ok(n) => tracing::debug!(removed = n, "compacted change logs"),
+                    Err(e) => tracing::warn!(error = %e, "compacting change logs failed"),
+                }
+            }
+        });
+        if let Some(old) = lock(&self.compactor).replace(task) {
+            old.abort();
+        }
+    }
+}
+
+impl FeedListener for FeedHub {
+    fn changed(&self, instance: InstanceId) {
+        if let Some(tx) = lock(&self.wakes).get(&instance) {
+            tx.send_modify(|n| *n = n.wrapping_add(1));
+        }
+    }
+
+    fn resync(&self) {
+        for tx in lock(&self.wakes).values() {
+            tx.send_modify(|n| *n = n.wrapping_add(1));
+        }
+    }
+}
+
+/// One open stream, counted until it is dropped.
+#[derive(Debug)]
+pub struct StreamGuard {
+    hub: Arc<FeedHub>,
+    client: String,
+}
+
+impl Drop for StreamGuard {
+    fn drop(&mut self) {
+        let mut open = lock(&self.hub.open);
+        open.total = open.total.saturating_sub(1);
+        if let Some(n) = open.per_client.get_mut(&self.client) {
+            *n -= 1;
+            if *n == 0 {
+                open.per_client.remove(&self.client);
+            }
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn streams_are_bounded_per_client_and_in_all() {
+        let hub = Arc::new(FeedHub::new(FeedSettings {
+            max_streams: 3,
+            max_streams_per_client: 2,
+            retention: DEFAULT_RETENTION,
+        }));
+        let a1 = hub.admit("a".into()).unwrap();
+        let _a2 = hub.admit("a".into()).unwrap();
+        assert!(matches!(hub.admit("a".into()), Err(Error::RateLimited(..))));
+        let _b1 = hub.admit("b".into()).unwrap();
+        assert!(matches!(hub.admit("c".into()), Err(Error::RateLimited(..))));
+        drop(a1);
+        assert_eq!(hub.open_streams(), 2);
+        let _a3 = hub.admit("a".into()).unwrap();
+    }
+
+    #[tokio::test]
+    async fn wake_ups_reach_followers_of_the_instance() {
+        let hub = FeedHub::new(FeedSettings::default());
+        let mut one = hub.watch(InstanceId(1));
+        let two = hub.watch(InstanceId(2));
+        hub.changed(InstanceId(1));
+        one.changed().await.unwrap();
+        assert!(!two.has_changed().unwrap());
+        hub.resync();
+        assert!(two.has_changed().unwrap());
+        drop((one, two));
+        let _three = hub.watch(InstanceId(3));
+        assert_eq!(
+            lock(&hub.wakes).len(),
+            1,
+            "unfollowed instances are forgotten"
+        );
+    }
+}
