@@ -13,6 +13,7 @@ mod http;
 mod hyper_connect;
 mod lifecycle;
 mod limits;
+mod openapi;
 mod queue;
 mod quotas;
 mod search;
