@@ -12,11 +12,13 @@ const BIN: &str = env!("CARGO_BIN_EXE_quintet");
 
 mod cache;
 mod cli;
+mod config_fuzz;
 mod connections;
 mod data;
 mod data_dir;
 mod disk_full;
 mod interrupted_deletes;
+mod openapi_fuzz;
 mod process;
 mod queue;
 mod scale_out;

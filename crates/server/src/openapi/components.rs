@@ -3,6 +3,15 @@
 
 use serde_json::{Value, json};
 
+/// Document ids (and job ids): no control character, not beginning with `_`.
+const ID_PATTERN: &str = "^[^_\\u0000-\\u001f\\u007f-\\u009f][^\\u0000-\\u001f\\u007f-\\u009f]*$";
+/// Cache keys.
+const CACHE_KEY_PATTERN: &str = "^[a-z][a-z0-9_$+-]*$";
+/// Search keys: no control character.
+const TEXT_PATTERN: &str = "^[^\\u0000-\\u001f\\u007f-\\u009f]+$";
+/// Names of instances, applications and accounts.
+pub(crate) const NAME_PATTERN: &str = "^[a-z0-9][a-z0-9_-]{0,63}$";
+
 /// A reference to the schema `name`.
 pub(crate) fn schema(name: &str) -> Value {
     json!({"$ref": format!("#/components/schemas/{name}")})
@@ -90,24 +99,35 @@ pub(crate) fn all() -> Value {
             "app": {
                 "name": "app", "in": "path", "required": true,
                 "description": "The application (1–64 of a-z 0-9 _ -, starting with a letter or digit).",
-                "schema": {"type": "string", "pattern": "^[a-z0-9][a-z0-9_-]{0,63}$"},
+                "schema": {"type": "string", "pattern": NAME_PATTERN},
             },
             "instance": {
                 "name": "instance", "in": "path", "required": true,
                 "description": "The instance (1–64 of a-z 0-9 _ -, starting with a letter or digit).",
-                "schema": {"type": "string", "pattern": "^[a-z0-9][a-z0-9_-]{0,63}$"},
+                "schema": {"type": "string", "pattern": NAME_PATTERN},
             },
             "id": {
                 "name": "id", "in": "path", "required": true,
                 "description": "A document id or job id: 1–512 bytes of UTF-8 without control characters, \
                     not beginning with `_`; one percent-encoded path segment.",
-                "schema": {"type": "string", "minLength": 1, "maxLength": 512},
+                "schema": {"type": "string", "minLength": 1, "maxLength": 512, "pattern": ID_PATTERN},
             },
-            "key": {
+            "cacheKey": {
                 "name": "key", "in": "path", "required": true,
-                "description": "A cache key (a-z, then a-z 0-9 _ $ + -) or a search key (1–512 bytes \
-                    without control characters); one percent-encoded path segment.",
-                "schema": {"type": "string", "minLength": 1, "maxLength": 512},
+                "description": "A cache key: a-z, then a-z 0-9 _ $ + -; at most 512 bytes; one \
+                    percent-encoded path segment.",
+                "schema": {"type": "string", "minLength": 1, "maxLength": 512, "pattern": CACHE_KEY_PATTERN},
+            },
+            "searchKey": {
+                "name": "key", "in": "path", "required": true,
+                "description": "A search key: 1–512 bytes without control characters, not `_query` or \
+                    `_bulk`; one percent-encoded path segment.",
+                "schema": {"type": "string", "minLength": 1, "maxLength": 512, "pattern": TEXT_PATTERN},
+            },
+            "accessKey": {
+                "name": "key", "in": "path", "required": true,
+                "description": "An access key's id (`qk_…`).",
+                "schema": {"type": "string"},
             },
             "path": {
                 "name": "path", "in": "path", "required": true,
@@ -182,7 +202,7 @@ fn schemas() -> Value {
         "Document": {
             "type": "object",
             "description": "A JSON document; `_id` optional on create (1–512 bytes, not beginning with `_`).",
-            "properties": {"_id": {"type": "string"}},
+            "properties": {"_id": {"type": "string", "minLength": 1, "maxLength": 512, "pattern": ID_PATTERN}},
         },
         "Created": {
             "type": "object",
@@ -277,7 +297,7 @@ fn schemas() -> Value {
             "type": "object",
             "required": ["key", "value"],
             "properties": {
-                "key": {"type": "string", "description": "a-z, then a-z 0-9 _ $ + -; at most 512 bytes."},
+                "key": {"type": "string", "maxLength": 512, "pattern": CACHE_KEY_PATTERN, "description": "a-z, then a-z 0-9 _ $ + -; at most 512 bytes."},
                 "value": {"type": "object"},
                 "ttl": {"type": "string", "description": "`<n><unit>`, unit s m h d w y; at most 10000y.", "pattern": "^([1-9][0-9]*[smhdwy])?$"},
             },
@@ -301,7 +321,10 @@ fn schemas() -> Value {
         "SearchEntry": {
             "type": "object",
             "required": ["key", "doc"],
-            "properties": {"key": {"type": "string"}, "doc": {"type": "object"}},
+            "properties": {
+                "key": {"type": "string", "minLength": 1, "maxLength": 512, "pattern": TEXT_PATTERN},
+                "doc": {"type": "object", "description": "Must contain every configured field (null allowed)."},
+            },
         },
         "SearchDoc": {
             "type": "object",

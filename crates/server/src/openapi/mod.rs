@@ -157,7 +157,7 @@ fn build() -> Value {
             _ => insert(&mut paths, &op, false),
         }
     }
-    json!({
+    let mut doc = json!({
         "openapi": "3.1.0",
         "info": {
             "title": "quintet",
@@ -176,7 +176,27 @@ fn build() -> Value {
         "tags": paths::TAGS.iter().map(|(name, description)| json!({"name": name, "description": description})).collect::<Vec<_>>(),
         "paths": paths,
         "components": components::all(),
-    })
+    });
+    open_objects(&mut doc);
+    doc
+}
+
+/// Say `additionalProperties: true` on every object schema that says nothing about them.
+/// JSON Schema means the same without it, but client generators (openapi-typescript)
+/// read a bare `{type: object}` as "no members at all", and documents are open objects.
+fn open_objects(v: &mut Value) {
+    match v {
+        Value::Object(m) => {
+            if m.get("type").and_then(Value::as_str) == Some("object")
+                && !m.contains_key("additionalProperties")
+            {
+                m.insert("additionalProperties".into(), Value::Bool(true));
+            }
+            m.values_mut().for_each(open_objects);
+        }
+        Value::Array(a) => a.iter_mut().for_each(open_objects),
+        _ => {}
+    }
 }
 
 /// Put `op` into `paths`, in the application form when `app` is set.
@@ -196,7 +216,14 @@ fn insert(paths: &mut Map<String, Value>, op: &Op, app: bool) {
         params.push(components::param_ref("app"));
     }
     for name in path_params(op.path) {
-        params.push(components::param_ref(name));
+        // `{key}` is a cache key, a search key or an access key by area.
+        let component = match name {
+            "key" if op.path.starts_with("/cache/") => "cacheKey",
+            "key" if op.path.starts_with("/search/") => "searchKey",
+            "key" => "accessKey",
+            other => other,
+        };
+        params.push(components::param_ref(component));
     }
     params.extend(op.params.iter().cloned());
     let mut responses = Map::new();

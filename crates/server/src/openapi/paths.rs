@@ -7,7 +7,8 @@ use super::{
     Form::{Admin, Presigned, Public, Service},
     Op,
     components::{
-        error, header, json_answer, json_body, ok, param_ref, query, query_required, schema,
+        NAME_PATTERN, error, header, json_answer, json_body, ok, param_ref, query, query_required,
+        schema,
     },
 };
 
@@ -635,11 +636,14 @@ fn object_headers() -> Value {
     })
 }
 
+/// An answer with an object's bytes. No schema: the bytes are whatever was uploaded, under
+/// the Content-Type it was uploaded with (an object stored as `application/json` need not
+/// be JSON), so no media type can promise a shape.
 fn object_bytes(description: &str) -> Value {
     json!({
         "description": description,
         "headers": object_headers(),
-        "content": {"*/*": {"schema": {"type": "string", "format": "binary"}}},
+        "content": {"*/*": {}},
     })
 }
 
@@ -724,12 +728,10 @@ fn storage() -> Vec<Op> {
     }
     let get = download_answers(get)
         .answer("200", json!({
-            "description": "The bytes with the stored Content-Type; with `useSignedUrl=true` the URL `{ok, url}`.",
+            "description": "The bytes with the stored Content-Type; with `useSignedUrl=true` the URL as JSON \
+                `{ok:true, url}` (SignedUrl).",
             "headers": object_headers(),
-            "content": {
-                "application/json": {"schema": {"anyOf": [schema("SignedUrl"), {}]}},
-                "*/*": {"schema": {"type": "string", "format": "binary"}},
-            },
+            "content": {"*/*": {}},
         }))
         .answer("404", not_found("No such instance or object."))
         .answer("422", error("A path that breaks the path rules, or a bad parameter."));
@@ -873,7 +875,7 @@ fn admin() -> Vec<Op> {
         a("POST", "/_admin/accounts", "admin.createAccount", "Create an account")
             .body(json_body("The account.", json!({
                 "type": "object", "required": ["name"],
-                "properties": {"name": {"type": "string"}, "plan": {"type": "string", "enum": ["starter", "pro", "business"]}},
+                "properties": {"name": {"type": "string", "pattern": NAME_PATTERN}, "plan": {"type": "string", "enum": ["starter", "pro", "business"]}},
             })))
             .answer("201", json_answer("Created.", schema("AccountAnswer")))
             .answer("409", error("The account exists."))
@@ -895,7 +897,7 @@ fn admin() -> Vec<Op> {
         a("POST", "/_admin/apps", "admin.createApp", "Create an application")
             .body(json_body("The application.", json!({
                 "type": "object", "required": ["name", "account"],
-                "properties": {"name": {"type": "string"}, "account": {"type": "string"}},
+                "properties": {"name": {"type": "string", "pattern": NAME_PATTERN}, "account": {"type": "string", "pattern": NAME_PATTERN}},
             })))
             .answer("201", json_answer("Created.", schema("AppAnswer")))
             .answer("403", error("Over the plan's limit."))

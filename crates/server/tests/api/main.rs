@@ -13,6 +13,7 @@ mod http;
 mod hyper_connect;
 mod lifecycle;
 mod limits;
+mod multipart_fuzz;
 mod openapi;
 mod queue;
 mod quotas;

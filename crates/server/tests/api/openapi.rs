@@ -187,3 +187,41 @@ async fn the_reference_page_loads_nothing_from_elsewhere() {
     assert!(r.text.contains("/_openapi.json"));
     assert!(r.text.contains("id=\"app.data.add\""));
 }
+
+/// A client generated from the served document works: `compat/openapi-client/run`
+/// generates TypeScript types with openapi-typescript, type-checks a short script against
+/// them and runs it with openapi-fetch, in both address forms. Without node it is skipped
+/// with a message, except under CI or with `REQUIRE_ENGINES=1`, where it fails.
+#[tokio::test]
+async fn a_client_generated_from_the_document_works() {
+    let has_node = std::process::Command::new("node")
+        .arg("--version")
+        .stdout(std::process::Stdio::null())
+        .status()
+        .is_ok_and(|s| s.success());
+    if !has_node {
+        assert!(
+            std::env::var_os("CI").is_none() && !quintet_testkit::engines::required(),
+            "node is required for the generated client (scripts/setup installs it)"
+        );
+        eprintln!("skipped: node is not installed, so the generated client cannot run");
+        return;
+    }
+    let s = TestServer::start().await;
+    let key = s.new_app().await;
+    // Async: the server under test runs on this very runtime.
+    let out = tokio::process::Command::new("bash")
+        .arg(repo().join("compat/openapi-client/run"))
+        .env("QUINTET_URL", s.url("").trim_end_matches('/'))
+        .env("QUINTET_APP", &key.app)
+        .env("QUINTET_APP_TOKEN", s.token(&key))
+        .output()
+        .await
+        .unwrap();
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        out.status.success() && stdout.contains(" passed, 0 failed"),
+        "the generated client failed:\n{stdout}\n{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+}
