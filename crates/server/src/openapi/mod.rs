@@ -368,6 +368,37 @@ mod tests {
     }
 
     #[test]
+    fn every_link_names_an_operation_of_its_form() {
+        let ops: Vec<&Value> = document()["paths"]
+            .as_object()
+            .into_iter()
+            .flatten()
+            .flat_map(|(_, item)| item.as_object().into_iter().flatten().map(|(_, op)| op))
+            .collect();
+        let ids: std::collections::HashSet<&str> = ops
+            .iter()
+            .filter_map(|op| op["operationId"].as_str())
+            .collect();
+        let mut links = 0;
+        for op in &ops {
+            let from = op["operationId"].as_str().unwrap_or_default();
+            for r in op["responses"].as_object().into_iter().flatten() {
+                for link in r.1["links"].as_object().into_iter().flatten() {
+                    let to = link.1["operationId"].as_str().unwrap_or_default();
+                    assert!(ids.contains(to), "{from} links to unknown {to}");
+                    assert_eq!(
+                        from.starts_with("app."),
+                        to.starts_with("app."),
+                        "{from} → {to}"
+                    );
+                    links += 1;
+                }
+            }
+        }
+        assert!(links > 20, "{links} links");
+    }
+
+    #[test]
     fn every_reference_resolves() {
         fn walk(v: &Value, doc: &Value) {
             match v {

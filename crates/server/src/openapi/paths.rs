@@ -376,6 +376,9 @@ fn cache() -> Vec<Op> {
             .answer("201", ok("Stored and durable."))
             .answer("404", instance_missing())
             .answer("409", error("The key has a live entry."))
+            .link("201", "cache.get", json!({"instance": "$request.path.instance", "key": "$request.body#/key"}))
+            .link("201", "cache.set", json!({"instance": "$request.path.instance", "key": "$request.body#/key"}))
+            .link("201", "cache.remove", json!({"instance": "$request.path.instance", "key": "$request.body#/key"}))
             .answer("413", error("The value is over 10 MiB or over `--cache-max-bytes`."))
             .answer("422", error("A bad key, value or ttl.")),
         Op::new("GET", "/cache/{instance}/_query", Service, "cache.query", "cache", "List entries by pattern")
@@ -427,6 +430,21 @@ fn search() -> Vec<Op> {
         .answer("201", ok("Indexed and committed."))
         .answer("404", instance_missing())
         .answer("409", error("The key exists."))
+        .link(
+            "201",
+            "search.get",
+            json!({"instance": "$request.path.instance", "key": "$request.body#/key"}),
+        )
+        .link(
+            "201",
+            "search.replace",
+            json!({"instance": "$request.path.instance", "key": "$request.body#/key"}),
+        )
+        .link(
+            "201",
+            "search.remove",
+            json!({"instance": "$request.path.instance", "key": "$request.body#/key"}),
+        )
         .answer("413", error("A document over 1 MiB."))
         .answer(
             "422",
@@ -789,6 +807,9 @@ fn storage() -> Vec<Op> {
                 json!({"anyOf": [schema("Ok"), schema("SignedUrl")]})))
             .answer("404", instance_missing())
             .answer("413", error("Larger than the plan allows."))
+            .link("200", "storage.get", json!({"instance": "$request.path.instance", "path": "$request.path.path"}))
+            .link("200", "storage.head", json!({"instance": "$request.path.instance", "path": "$request.path.path"}))
+            .link("200", "storage.remove", json!({"instance": "$request.path.instance", "path": "$request.path.path"}))
             .answer("422", error("A bad path, or a form with two `file` parts.")),
         Op::new("DELETE", obj, Service, "storage.remove", "storage", "Remove an object")
             .answer("200", ok("Removed."))
@@ -879,6 +900,8 @@ fn admin() -> Vec<Op> {
             })))
             .answer("201", json_answer("Created.", schema("AccountAnswer")))
             .answer("409", error("The account exists."))
+            .link("201", "admin.getAccount", json!({"account": "$response.body#/account/name"}))
+            .link("201", "admin.changePlan", json!({"account": "$response.body#/account/name"}))
             .answer("422", error("A bad name or plan.")),
         a("GET", "/_admin/accounts", "admin.listAccounts", "List accounts")
             .answer("200", json_answer("Every account.", schema("Accounts"))),
@@ -903,6 +926,11 @@ fn admin() -> Vec<Op> {
             .answer("403", error("Over the plan's limit."))
             .answer("404", error("No such account."))
             .answer("409", error("The application exists."))
+            .link("201", "admin.getApp", json!({"app": "$response.body#/app/name"}))
+            .link("201", "admin.createKey", json!({"app": "$response.body#/app/name"}))
+            .link("201", "admin.listKeys", json!({"app": "$response.body#/app/name"}))
+            .link("201", "admin.instances", json!({"app": "$response.body#/app/name"}))
+            .link("201", "admin.deleteApp", json!({"app": "$response.body#/app/name"}))
             .answer("422", error("A bad name.")),
         a("GET", "/_admin/apps", "admin.listApps", "List applications")
             .param(query("account", "Only this account's.", json!({"type": "string"})))
@@ -915,6 +943,8 @@ fn admin() -> Vec<Op> {
             .answer("404", app_missing()),
         a("POST", "/_admin/apps/{app}/keys", "admin.createKey", "Create an access key")
             .answer("201", json_answer("The key, its secret and connection string.", schema("NewKey")))
+            .link("201", "admin.revealKey", json!({"app": "$request.path.app", "key": "$response.body#/key"}))
+            .link("201", "admin.revokeKey", json!({"app": "$request.path.app", "key": "$response.body#/key"}))
             .answer("404", app_missing()),
         a("GET", "/_admin/apps/{app}/keys", "admin.listKeys", "List access keys")
             .answer("200", json_answer("The keys, oldest first, secrets redacted.", schema("Keys")))
