@@ -40,6 +40,15 @@ pub(crate) fn ok(description: &str) -> Value {
     json_answer(description, schema("Ok"))
 }
 
+/// An error answer that may carry `Retry-After` (429, 503).
+fn error_retry(description: &str) -> Value {
+    let mut r = error(description);
+    r["headers"] = json!({
+        "Retry-After": {"description": "Seconds to wait before trying again (429, 503).", "schema": {"type": "string"}},
+    });
+    r
+}
+
 /// An error answer (`{ok:false, status, msg}`) with `description`.
 pub(crate) fn error(description: &str) -> Value {
     json_answer(description, schema("Error"))
@@ -148,10 +157,10 @@ pub(crate) fn all() -> Value {
             },
         },
         "responses": {
-            "ClientError": error("A refused request: 400 bad JSON or Host, 401/403 credentials, 404 no such \
+            "ClientError": error_retry("A refused request: 400 bad JSON or Host, 401/403 credentials, 404 no such \
                 route, instance or item, 405 method, 408 body too slow, 409 exists, 413 too large, 415 not \
                 application/json, 422 a value breaks a rule, 429 too many requests (Retry-After)."),
-            "ServerError": error("500 a fault of the server (logged with the request id); 503 an engine is \
+            "ServerError": error_retry("500 a fault of the server (logged with the request id); 503 an engine is \
                 down or the server is stopping (Retry-After); 507 the disk is full."),
         },
         "schemas": schemas(),

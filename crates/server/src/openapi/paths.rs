@@ -153,10 +153,14 @@ fn instances() -> Vec<Op> {
 
 fn create_op(path: &'static str, id: &'static str, what: &'static str, body: Option<Value>) -> Op {
     let mut op = Op::new("PUT", path, Service, id, "instances", summary_create(what))
-        .answer(
-            "201",
-            ok("Created. A queue without a secret carries `X-Quintet-Warning`."),
-        )
+        .answer("201", {
+            let mut r = ok("Created. A queue without a secret carries `X-Quintet-Warning`.");
+            r["headers"] = json!({"X-Quintet-Warning": {
+                "description": "Advice about a successful call, such as an unsigned queue.",
+                "schema": {"type": "string"},
+            }});
+            r
+        })
         .answer("409", error("The instance exists."))
         .answer("422", error("A bad name or configuration."));
     match body {
