@@ -1,11 +1,12 @@
 //! Property-based fuzzing of multipart uploads against a live server: forms with any
 //! boundary, fields, file names, part headers and contents, cut short or followed by
 //! garbage, sent to both upload routes. Each answer is 200 or a JSON 4xx, never a 5xx or a
-//! dropped connection, and the server keeps serving. Cases: 64, or `PROPTEST_CASES`.
+//! dropped connection, and the server keeps serving. Cases: 64, or `PROPTEST_CASES`;
+//! failing cases are kept in `multipart_fuzz.proptest-regressions` and replayed first.
 
 use proptest::{
     prelude::*,
-    test_runner::{Config, TestRunner},
+    test_runner::{Config, FileFailurePersistence, TestRunner},
 };
 use quintet_testkit::TestServer;
 use reqwest::Method;
@@ -78,7 +79,15 @@ fn any_multipart_body_is_stored_or_refused() {
         .ok()
         .and_then(|c| c.parse().ok())
         .unwrap_or(64);
-    let mut runner = TestRunner::new(Config::with_cases(cases));
+    // Failing cases are kept next to this file and replayed first (tests run in the crate's
+    // directory).
+    let config = Config {
+        failure_persistence: Some(Box::new(FileFailurePersistence::Direct(
+            "tests/api/multipart_fuzz.proptest-regressions",
+        ))),
+        ..Config::with_cases(cases)
+    };
+    let mut runner = TestRunner::new(config);
     let strategy = (
         "[a-zA-Z0-9'()+_,./:=?-]{1,70}",
         prop::collection::vec(part(), 0..4),
