@@ -136,7 +136,8 @@ async fn schemathesis_finds_nothing() {
     for prefix in ["", "/shop"] {
         for kind in ["data", "cache", "search", "queue", "storage"] {
             let config = match kind {
-                "search" => Some(json!({"fields": ["title", "a"], "storeFields": ["title"]})),
+                // The fields of the document's examples, so they index.
+                "search" => Some(json!({"fields": ["title", "plot"], "storeFields": ["title"]})),
                 "queue" => Some(json!({"target": worker.url(), "secret": "fuzz-secret"})),
                 _ => None,
             };

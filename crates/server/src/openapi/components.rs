@@ -211,6 +211,7 @@ fn schemas() -> Value {
         "Document": {
             "type": "object",
             "description": "A JSON document; `_id` optional on create (1–512 bytes, not beginning with `_`).",
+            "examples": [{"_id": "alien", "title": "Alien", "year": 1979}],
             "properties": {"_id": {"type": "string", "minLength": 1, "maxLength": 512, "pattern": ID_PATTERN}},
         },
         "Created": {
@@ -246,6 +247,7 @@ fn schemas() -> Value {
         },
         "MangoQuery": {
             "type": "object",
+            "examples": [{"selector": {"year": {"$gte": 1970}}, "sort": [{"year": "desc"}], "limit": 10}],
             "required": ["selector"],
             "properties": {
                 "selector": {"type": "object", "description": "A Mango selector (docs/api.md#data)."},
@@ -274,6 +276,7 @@ fn schemas() -> Value {
         },
         "IndexDef": {
             "type": "object",
+            "examples": [{"fields": ["year"], "name": "by-year"}],
             "required": ["fields"],
             "properties": {
                 "fields": {"type": "array", "items": {"anyOf": [{"type": "string"}, {"type": "object", "additionalProperties": {"type": "string", "enum": ["asc", "desc", "ASC", "DESC"]}}]}},
@@ -304,6 +307,7 @@ fn schemas() -> Value {
     parts.push(json!({
         "CacheEntry": {
             "type": "object",
+            "examples": [{"key": "user-1", "value": {"name": "Ada"}, "ttl": "30m"}],
             "required": ["key", "value"],
             "properties": {
                 "key": {"type": "string", "maxLength": 512, "pattern": CACHE_KEY_PATTERN, "description": "a-z, then a-z 0-9 _ $ + -; at most 512 bytes."},
@@ -321,6 +325,7 @@ fn schemas() -> Value {
         },
         "SearchConfig": {
             "type": "object",
+            "examples": [{"fields": ["title", "plot"], "storeFields": ["title"]}],
             "required": ["fields"],
             "properties": {
                 "fields": {"type": "array", "minItems": 1, "items": {"type": "string"}},
@@ -329,6 +334,7 @@ fn schemas() -> Value {
         },
         "SearchEntry": {
             "type": "object",
+            "examples": [{"key": "gb", "doc": {"title": "Ghostbusters", "plot": "Three parapsychologists catch ghosts."}}],
             "required": ["key", "doc"],
             "properties": {
                 "key": {"type": "string", "minLength": 1, "maxLength": 512, "pattern": TEXT_PATTERN},
@@ -342,6 +348,7 @@ fn schemas() -> Value {
         },
         "SearchQuery": {
             "type": "object",
+            "examples": [{"query": "ghostbustres", "limit": 10}],
             "required": ["query"],
             "properties": {
                 "query": {"type": "string", "maxLength": 1024},
@@ -372,6 +379,7 @@ fn schemas() -> Value {
     parts.push(json!({
         "QueueConfig": {
             "type": "object",
+            "examples": [{"target": "https://worker.example.com/jobs", "secret": "a-long-random-secret"}],
             "required": ["target"],
             "properties": {
                 "target": {"type": "string", "format": "uri", "description": "http(s) URL the jobs are POSTed to."},
@@ -382,7 +390,11 @@ fn schemas() -> Value {
                 "signJobId": {"type": "boolean"},
             },
         },
-        "Job": {"type": "object", "description": "Any JSON object, at most 1 MiB."},
+        "Job": {
+            "type": "object",
+            "description": "Any JSON object, at most 1 MiB.",
+            "examples": [{"type": "welcome", "to": "ann@example.com"}],
+        },
         "Payloads": {
             "type": "object",
             "required": ["ok", "jobs"],
