@@ -27,6 +27,7 @@ pub mod hosts;
 pub mod instances;
 pub mod metrics;
 pub mod middleware;
+pub mod openapi;
 pub mod quota;
 pub mod rate;
 pub mod reply;

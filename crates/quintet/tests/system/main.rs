@@ -12,12 +12,14 @@ const BIN: &str = env!("CARGO_BIN_EXE_quintet");
 
 mod cache;
 mod cli;
+mod config_fuzz;
 mod connections;
 mod data;
 mod data_dir;
 mod disk_full;
 mod interrupted_deletes;
 mod packaging;
+mod openapi_fuzz;
 mod process;
 mod queue;
 mod readme;

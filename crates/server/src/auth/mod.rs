@@ -7,7 +7,7 @@
 //!
 //! | request | credential |
 //! |---|---|
-//! | `GET /`, `/_health`, `/_ready`, everything under `/_presigned/` | none |
+//! | `GET /`, `/_health`, `/_ready`, `/_openapi.json`, `/_console/api`, everything under `/_presigned/` | none |
 //! | `/_metrics` | none, or with `--metrics-token` that token or the admin token |
 //! | `/_admin` and everything under it | the admin token |
 //! | application form `/<app>/<type>/...` | a JWT signed with a key of `<app>` |
@@ -64,7 +64,7 @@ pub fn classify(path: &str, scope: &Scope) -> Access {
         return Access::App(app.clone());
     }
     match path {
-        "/" | "/_health" | "/_ready" => Access::Public,
+        "/" | "/_health" | "/_ready" | "/_openapi.json" | "/_console/api" => Access::Public,
         "/_metrics" => Access::Metrics,
         "/_admin" => Access::Admin,
         p if p.starts_with("/_admin/") => Access::Admin,
@@ -332,6 +332,8 @@ mod tests {
             ("/_health", Scope::Domain, Access::Public),
             ("/_ready", Scope::Domain, Access::Public),
             ("/_metrics", Scope::Domain, Access::Public),
+            ("/_openapi.json", Scope::Domain, Access::Public),
+            ("/_console/api", Scope::Domain, Access::Public),
             ("/_presigned/abc/def", Scope::Domain, Access::Public),
             ("/_admin", Scope::Domain, Access::Admin),
             ("/_admin/apps", Scope::Domain, Access::Admin),

@@ -23,6 +23,7 @@ pub fn router(state: AppState) -> Router {
     let limit = state.config.max_body_bytes;
     Router::new()
         .merge(meta::routes())
+        .merge(crate::openapi::routes())
         .merge(lifecycle::routes())
         .merge(queue::routes())
         .merge(admin::routes())

@@ -14,6 +14,8 @@ mod http;
 mod hyper_connect;
 mod lifecycle;
 mod limits;
+mod multipart_fuzz;
+mod openapi;
 mod queue;
 mod quotas;
 mod search;
