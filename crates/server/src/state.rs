@@ -50,6 +50,8 @@ pub struct AppState {
     pub usage: Arc<Usage>,
     /// The open connections and their bounds.
     pub connections: Arc<ConnectionLimits>,
+    /// When this state was made (the node started), milliseconds since the Unix epoch.
+    pub started_ms: i64,
 }
 
 impl AppState {
@@ -107,6 +109,7 @@ impl AppState {
             config.connections.max_connections_per_client,
         );
         Self {
+            started_ms: clock.now_ms(),
             connections,
             instances,
             services,

@@ -7,7 +7,7 @@
 //!
 //! | request | credential |
 //! |---|---|
-//! | `GET /`, `/_health`, `/_ready`, `/_metrics`, everything under `/_presigned/` | none |
+//! | `GET /`, `/_health`, `/_ready`, `/_metrics`, everything under `/_presigned/` and `/_console` | none |
 //! | `/_admin` and everything under it | the admin token |
 //! | application form `/<app>/<type>/...` | a JWT signed with a key of `<app>` |
 //! | everything else (the domain form) | per `--auth`: none, or a JWT signed with `--jwt-secret` |
@@ -15,7 +15,8 @@
 //! `/_metrics` and `/_ready` are public like `/_health`: they carry request counts and
 //! latencies by status class, and which engine is down, never names or data; scrapers and
 //! load balancers rarely hold tokens. Pre-signed URLs carry
-//! their own signature, which is their credential.
+//! their own signature, which is their credential. The console's files are public: the
+//! page holds no data, and its calls carry the token its user signs in with.
 //!
 //! The outcome is a [`Principal`] in the request's extensions; admin handlers take the
 //! [`Admin`] extractor, which checks it again, so access is declared in their signatures.
@@ -64,6 +65,8 @@ pub fn classify(path: &str, scope: &Scope) -> Access {
         "/_admin" => Access::Admin,
         p if p.starts_with("/_admin/") => Access::Admin,
         p if p.starts_with("/_presigned/") => Access::Public,
+        "/_console" => Access::Public,
+        p if p.starts_with("/_console/") => Access::Public,
         _ => Access::Domain,
     }
 }
@@ -298,6 +301,10 @@ mod tests {
             ("/_ready", Scope::Domain, Access::Public),
             ("/_metrics", Scope::Domain, Access::Public),
             ("/_presigned/abc/def", Scope::Domain, Access::Public),
+            ("/_console", Scope::Domain, Access::Public),
+            ("/_console/", Scope::Domain, Access::Public),
+            ("/_console/pages/keys.js", Scope::Domain, Access::Public),
+            ("/_consolex", Scope::Domain, Access::Domain),
             ("/_admin", Scope::Domain, Access::Admin),
             ("/_admin/apps", Scope::Domain, Access::Admin),
             ("/_adminx", Scope::Domain, Access::Domain),

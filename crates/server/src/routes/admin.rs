@@ -12,7 +12,7 @@ use axum::{
     routing::{get, post},
 };
 use quintet_core::{
-    AppName, Error,
+    AppName, Error, ServiceType,
     accounts::{AccountName, AccountUsage, App, Plan},
     clock::format_rfc3339_ms,
     keys::{AccessKey, ConnectionString, KeyId},
@@ -24,7 +24,7 @@ use serde_json::{Value, json};
 use crate::{
     auth::Admin,
     error::ApiResult,
-    extract::{BaseUrl, Json},
+    extract::{BaseUrl, Json, OptionalJson},
     reply,
     state::AppState,
 };
@@ -44,6 +44,8 @@ pub(super) fn routes() -> Router<AppState> {
             get(reveal_key).delete(revoke_key),
         )
         .route("/_admin/apps/{app}/instances", get(list_instances))
+        .route("/_admin/apps/{app}/token", post(mint_token))
+        .route("/_admin/node", get(node))
 }
 
 fn time(ms: Option<i64>) -> Value {
@@ -365,5 +367,96 @@ async fn list_instances(
     Ok(reply::json(
         StatusCode::OK,
         &json!({"ok": true, "instances": instances}),
+    ))
+}
+
+/// `{ok, version, started, uptime, places, instances}`: what this node runs, since when,
+/// where each store keeps its data, and how many instances of each type exist.
+async fn node(_: Admin, State(state): State<AppState>) -> ApiResult<Response> {
+    let all = state.services.registry.list_instances(None).await?;
+    let mut instances = serde_json::Map::new();
+    for kind in ServiceType::ALL {
+        let n = all.iter().filter(|i| i.kind() == kind).count();
+        instances.insert(kind.as_str().to_owned(), json!(n));
+    }
+    let places: serde_json::Map<String, Value> = state
+        .config
+        .places
+        .iter()
+        .map(|(k, v)| (k.clone(), Value::String(v.clone())))
+        .collect();
+    let now = state.clock.now_ms();
+    Ok(reply::json(
+        StatusCode::OK,
+        &json!({
+            "ok": true,
+            "version": env!("CARGO_PKG_VERSION"),
+            "started": time(Some(state.started_ms)),
+            "uptime": (now - state.started_ms).max(0) / 1000,
+            "places": places,
+            "instances": instances,
+        }),
+    ))
+}
+
+/// Longest life of a token minted by [`mint_token`], in seconds.
+const MAX_MINTED_TTL_S: u64 = 3600;
+/// Life of a minted token when the call names none, in seconds.
+const DEFAULT_MINTED_TTL_S: u64 = 900;
+
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct MintRequest {
+    ttl: Option<u64>,
+}
+
+/// 201 `{ok, token, key, expires}`: a short-lived access token for the application, signed
+/// with its newest key that is not revoked (what a holder of the admin token could do by
+/// revealing the key and signing, in one call). 409 when every key is revoked or there is
+/// none. `ttl` in seconds, 1 to 3600 (default 900), never past `--jwt-max-ttl`.
+async fn mint_token(
+    _: Admin,
+    State(state): State<AppState>,
+    Path(name): Path<String>,
+    OptionalJson(body): OptionalJson<MintRequest>,
+) -> ApiResult<Response> {
+    let app = app_param(&name)?;
+    fetch_app(&state, &app).await?;
+    let ttl = body.and_then(|b| b.ttl).unwrap_or(DEFAULT_MINTED_TTL_S);
+    if ttl == 0 || ttl > MAX_MINTED_TTL_S {
+        return Err(Error::Invalid(format!(
+            "ttl {ttl} is not valid: give a number of seconds from 1 to {MAX_MINTED_TTL_S}"
+        ))
+        .into());
+    }
+    let ttl = state
+        .config
+        .jwt_max_ttl
+        .map_or(ttl, |max| ttl.min(max.as_secs().max(1)));
+    let keys = state.services.registry.list_keys(&app).await?;
+    let key = keys
+        .iter()
+        .filter(|k| k.revoked_ms.is_none())
+        .max_by_key(|k| k.created_ms)
+        .ok_or_else(|| {
+            Error::Conflict(format!(
+                "application \"{app}\" has no access key that is not revoked: create one with \
+                 POST /_admin/apps/{app}/keys"
+            ))
+        })?;
+    let now_s = state.clock.now_ms() / 1000;
+    let exp_s = now_s + i64::try_from(ttl).unwrap_or(0);
+    let token = quintet_core::jwt::sign_hs256(
+        key.secret.expose().as_bytes(),
+        &json!({"sub": key.key.as_str(), "iat": now_s, "exp": exp_s}),
+    );
+    Ok(reply::json(
+        StatusCode::CREATED,
+        &json!({
+            "ok": true,
+            "token": token,
+            "key": key.key.as_str(),
+            "expires": time(Some(exp_s * 1000)),
+        }),
     ))
 }

@@ -26,6 +26,7 @@ pub fn router(state: AppState) -> Router {
         .merge(cache::routes())
         .merge(data::routes())
         .merge(search::routes())
+        .merge(crate::console::routes())
         .layer(DefaultBodyLimit::max(limit))
         .merge(storage::routes().layer(DefaultBodyLimit::disable()))
         .with_state(state)

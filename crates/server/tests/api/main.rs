@@ -8,6 +8,8 @@ mod admin;
 mod auth;
 mod browser;
 mod cache;
+mod console;
+mod console_browser;
 mod data;
 mod http;
 mod hyper_connect;
