@@ -24,6 +24,7 @@
 //! - [`keyring`]: the master key, secrets sealed at rest with it, and keys derived from it.
 //! - [`redact`]: how a setting that may carry a secret is shown.
 
+pub mod account_tokens;
 pub mod accounts;
 pub mod breaker;
 pub mod cache;

@@ -126,6 +126,7 @@ macro_rules! registry_conformance {
                 deleting_an_app_removes_its_keys_and_instances,
                 the_domain_app_is_protected,
                 refusals_say_what_to_do,
+                account_tokens_are_issued_listed_and_revoked,
             ]
         );
     };
