@@ -63,7 +63,7 @@ async fn a_wrong_admin_token_shows_nothing() {
     b.goto(&s.url("/_console/")).await;
     b.fill("#token", "not-the-admin-token").await;
     b.click("form.signin button[type=submit]").await;
-    b.wait_text("That admin token is not valid").await;
+    b.wait_text("That token is not valid").await;
     assert!(b.try_find("nav.nav").await.is_none());
     let text = b.page_text().await;
     for hidden in ["Overview", "Accounts", "Sign out", "Version"] {
@@ -379,5 +379,94 @@ async fn a_person_runs_every_service_from_the_console() {
     b.find("#token").await;
     let left = b.exec("return sessionStorage.length", json!([])).await;
     assert_eq!(left, 0);
+    b.quit().await;
+}
+
+#[tokio::test]
+async fn an_account_signs_in_to_its_own_applications() {
+    let s = server().await;
+    for name in ["acme", "rival"] {
+        s.admin(
+            Method::POST,
+            "/_admin/accounts",
+            Some(json!({"name": name})),
+        )
+        .await
+        .expect(201);
+    }
+    s.admin(
+        Method::POST,
+        "/_admin/apps",
+        Some(json!({"name": "rival-shop", "account": "rival"})),
+    )
+    .await
+    .expect(201);
+    let Some(b) = Browser::start(1280, 800).await else {
+        return;
+    };
+    let (dir, _keep) = shots();
+    let page = |p: &str| s.url(&format!("/_console/#/{p}"));
+
+    // The admin issues acme a token on the Accounts page.
+    sign_in(&b, &s).await;
+    b.goto(&page("accounts")).await;
+    b.click("button[data-tokens-of=acme]").await;
+    b.wait_text("No tokens: issue one").await;
+    b.click("button[data-issue=acme]").await;
+    b.find("#new-account-token").await;
+    let token = b
+        .exec(
+            "return document.querySelector('#new-account-token').textContent",
+            json!([]),
+        )
+        .await
+        .as_str()
+        .unwrap()
+        .to_owned();
+    assert!(token.starts_with("qat_"), "{token}");
+    b.screenshot(&dir.join("account-tokens.png")).await;
+    b.click("#signout").await;
+
+    // acme signs in with it: no overview, its own account and applications only.
+    b.fill("#token", &token).await;
+    b.click("form.signin button[type=submit]").await;
+    b.wait_text("account acme").await;
+    assert!(b.try_find("a[data-page=overview]").await.is_none());
+    b.goto(&page("apps")).await;
+    b.fill(
+        "form[aria-label='create an application'] [name=name]",
+        "shop",
+    )
+    .await;
+    b.click_text("button", "Create application").await;
+    b.wait_text("Application “shop” created").await;
+    b.wait_text("none yet: create some on the Instances page")
+        .await;
+    assert!(!b.page_text().await.contains("rival-shop"));
+    b.screenshot(&dir.join("account-apps.png")).await;
+    b.goto(&page("accounts")).await;
+    b.wait_text("Your account").await;
+    b.wait_text("1 of 3 applications").await;
+    assert!(!b.page_text().await.contains("rival"));
+    b.goto(&page("keys?app=shop")).await;
+    b.click("#create-key").await;
+    b.find("#new-cs").await;
+    // Another account's application does not exist for it.
+    b.goto(&page("keys?app=rival-shop")).await;
+    b.wait_text("application \"rival-shop\" does not exist")
+        .await;
+
+    // Revoked by the admin: the next call signs the page out.
+    let id = token.split_once('.').unwrap().0;
+    s.admin(
+        Method::DELETE,
+        &format!("/_admin/accounts/acme/tokens/{id}"),
+        None,
+    )
+    .await
+    .expect(200);
+    b.goto(&page("apps")).await;
+    b.wait_text("no longer accepted").await;
+    b.find("#token").await;
     b.quit().await;
 }

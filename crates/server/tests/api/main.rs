@@ -4,6 +4,7 @@
 
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
 
+mod account_tokens;
 mod admin;
 mod auth;
 mod browser;

@@ -4,6 +4,9 @@
 
 const KEY = 'quintet.console.token';
 
+/** Who the signed-in token is: `{role: 'admin'}` or `{role: 'account', account}`. */
+export const who = { role: 'admin', account: null };
+
 export const session = {
   get token() { return sessionStorage.getItem(KEY); },
   set(token) { sessionStorage.setItem(KEY, token); },

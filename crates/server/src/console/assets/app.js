@@ -1,7 +1,7 @@
 // The console's shell: sign-in, navigation and the page router. Each page is one module
 // under pages/ exporting `title` and `render(main, ctx)`; routes are `#/<page>?<query>`.
 
-import { admin, session, onSignedOut, ApiError, enc } from './api.js';
+import { admin, session, onSignedOut, ApiError, enc, who } from './api.js';
 import { h, clear, errorBox, empty } from './ui.js';
 import * as overview from './pages/overview.js';
 import * as accounts from './pages/accounts.js';
@@ -19,12 +19,27 @@ export const pages = new Map(Object.entries({
   overview, accounts, apps, keys, instances, data, cache, search, queue, storage,
 }));
 
+/** Pages an account token cannot use (they need the admin token). */
+const ADMIN_ONLY = new Set(['overview']);
+
+function visible() {
+  return [...pages].filter(([name]) => who.role === 'admin' || !ADMIN_ONLY.has(name));
+}
+
 const root = document.getElementById('root');
 
 function route() {
   const raw = location.hash.replace(/^#\/?/, '');
   const [name, q = ''] = raw.split('?');
-  return { name: pages.has(name) ? name : 'overview', query: new URLSearchParams(q) };
+  const shown = new Map(visible());
+  return { name: shown.has(name) ? name : visible()[0][0], query: new URLSearchParams(q) };
+}
+
+/** Ask the server who the token signs in as. */
+async function identify() {
+  const me = await admin('GET', '/_admin/me');
+  who.role = me.role;
+  who.account = me.account ? me.account.name : null;
 }
 
 /** Go to `page` with `query` (an object; empty values left out). */
@@ -41,7 +56,7 @@ function signIn(message) {
   const msg = h('div', { id: 'signin-msg', 'aria-live': 'polite' }, message ? h('p', { class: 'error', role: 'alert' }, message) : null);
   const f = h('form', { class: 'signin card', 'aria-label': 'sign in' },
     h('h1', {}, 'quintet console'),
-    h('label', { for: 'token' }, 'Admin token'),
+    h('label', { for: 'token' }, 'Admin token or account token'),
     input,
     h('p', { class: 'muted' }, 'The token stays in this tab only and is forgotten when you sign out or close it.'),
     h('button', { type: 'submit' }, 'Sign in'),
@@ -50,12 +65,12 @@ function signIn(message) {
     ev.preventDefault();
     session.set(input.value.trim());
     try {
-      await admin('GET', '/_admin/node');
+      await identify();
       shell();
     } catch (e) {
       session.clear();
       input.value = '';
-      const text = e.status === 401 ? 'That admin token is not valid. Use the token the server printed at its first start (or `quintet admin-token`).' : e.message;
+      const text = e.status === 401 ? 'That token is not valid. Use the admin token the server printed at its first start (or `quintet admin-token`), or an account token the admin issued you.' : e.message;
       signIn(text);
     }
   });
@@ -69,13 +84,14 @@ let nav;
 function shell() {
   clear(root);
   nav = h('nav', { class: 'nav', 'aria-label': 'pages' },
-    [...pages].map(([name, p]) => h('a', { href: `#/${name}`, 'data-page': name }, p.title)));
+    visible().map(([name, p]) => h('a', { href: `#/${name}`, 'data-page': name }, p.title)));
   main = h('main', { id: 'main', tabindex: '-1' });
   root.append(
     h('header', { class: 'top' },
       h('a', { class: 'skip', href: '#main', onclick: (e) => { e.preventDefault(); main.focus(); } }, 'Skip to content'),
       h('strong', {}, 'quintet'),
       h('span', { class: 'muted' }, 'console'),
+      h('span', { class: 'chip', id: 'who' }, who.role === 'admin' ? 'admin' : `account ${who.account}`),
       h('button', { class: 'secondary', id: 'signout', onclick: () => { session.clear(); signIn(); } }, 'Sign out')),
     h('div', { class: 'layout' }, nav, main),
     h('div', { id: 'toast', role: 'status', 'aria-live': 'polite' }));
@@ -135,4 +151,4 @@ export { ApiError };
 
 window.addEventListener('hashchange', show);
 onSignedOut(() => signIn('Your admin token is no longer accepted: sign in again.'));
-if (session.token) shell(); else signIn();
+if (session.token) identify().then(shell, () => signIn()); else signIn();
