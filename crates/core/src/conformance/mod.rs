@@ -180,6 +180,7 @@ macro_rules! cache_conformance {
             update_existing_needs_a_live_entry,
             remove_then_the_key_is_missing,
             query_matches_sorts_and_hides_expired,
+            expiry_is_the_instant_an_entry_expires,
         ]);
     };
 }

@@ -263,6 +263,7 @@ async fn a_person_runs_every_service_from_the_console() {
     b.click_text("button.link", "user-1").await;
     b.wait_text("Entry user-1").await;
     b.wait_text("\"Ada\"").await;
+    b.wait_text("Expires in ").await;
     b.screenshot(&dir.join("cache.png")).await;
 
     // Search: add a document, find it despite a typo, with its score and terms.

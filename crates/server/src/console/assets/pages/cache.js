@@ -26,21 +26,17 @@ export async function render(body, ctx) {
     } catch (e) { view.append(errorBox(e)); }
   }
 
-  // The remaining time to live: the query answer's `expires` when the server gives it.
+  // The remaining time to live, from the entry's `_ttl` call.
   async function remaining(key) {
-    const r = await svc(app, 'GET', `${base}/_query?pattern=${enc(key)}`);
-    const e = r.docs.find((d) => d.key === key);
-    if (!e || e.expires === undefined) return 'Remaining time to live: the cache API does not report it yet';
-    if (e.expires === null) return 'Never expires';
-    const s = Math.max(0, Math.round((Date.parse(e.expires) - Date.now()) / 1000));
-    return `Expires in ${s} s (${new Date(e.expires).toLocaleString()})`;
+    const r = await svc(app, 'GET', `${base}/${enc(key)}/_ttl`);
+    if (r.ttl === null) return 'Never expires';
+    return `Expires in ${r.ttl} s (${new Date(r.expires).toLocaleString()})`;
   }
 
   const search = h('input', { id: 'pattern', value: pattern, placeholder: 'user-*', 'aria-label': 'key pattern' });
   const list = pager(slices(async () => (await svc(app, 'GET', `${base}/_query?pattern=${enc(pattern)}`)).docs), (rows) => table([
     { label: 'Key', cell: (e) => h('button', { class: 'link', onclick: () => show(e.key) }, e.key) },
     { label: 'Value', cell: (e) => JSON.stringify(e.value).slice(0, 100) },
-    { label: 'Expires', cell: (e) => (e.expires === undefined ? '—' : e.expires === null ? 'never' : new Date(e.expires).toLocaleString()) },
     { label: 'Actions', cell: (e) => h('button', { class: 'danger', 'aria-label': `delete ${e.key}`, onclick: async (ev) => {
       if (!await confirmDialog(`Delete entry ${e.key}?`, { action: 'Delete' })) return;
       try { await svc(app, 'DELETE', `${base}/${enc(e.key)}`); toast(`Entry ${e.key} deleted`); list.reload(); } catch (err) { ev.target.after(errorBox(err)); }
