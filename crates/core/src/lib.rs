@@ -26,6 +26,7 @@
 //! - [`archive`]: the portable archive of export and import: framing, version, record
 //!   order and the digests that compare copies.
 
+pub mod account_tokens;
 pub mod accounts;
 pub mod archive;
 pub mod breaker;

@@ -8,8 +8,10 @@ use std::{
 use async_trait::async_trait;
 use quintet_core::{
     AppName, Clock, Error, Instance, InstanceConfig, InstanceId, InstanceName, Result, ServiceType,
+    account_tokens::{AccountToken, AccountTokenId, token_missing},
     accounts::{Account, AccountName, AccountUsage, App, Plan},
     keyring::Keyring,
+    keyring::TokenDigest,
     keys::{AccessKey, KeyId},
     ports::registry::{
         ChangeListener, Registry,
@@ -25,7 +27,8 @@ use crate::{
 
 /// Schema migrations; append only. Version 1 models everything the application, key and
 /// instance features need, so none of them has to reshape stored data.
-const MIGRATIONS: &[&str] = &[r#"
+const MIGRATIONS: &[&str] = &[
+    r#"
 CREATE TABLE accounts (
     name        TEXT PRIMARY KEY,
     plan        TEXT NOT NULL,
@@ -60,7 +63,18 @@ CREATE TABLE instances (
 ) STRICT;
 
 INSERT INTO apps (name, account, created_ms) VALUES ('_domain', NULL, 0);
-"#];
+"#,
+    r#"
+CREATE TABLE account_tokens (
+    id          TEXT PRIMARY KEY,
+    account     TEXT NOT NULL REFERENCES accounts(name) ON DELETE CASCADE,
+    digest      TEXT NOT NULL,
+    created_ms  INTEGER NOT NULL,
+    revoked_ms  INTEGER
+) STRICT;
+CREATE INDEX account_tokens_by_account ON account_tokens(account);
+"#,
+];
 
 /// The registry kept in a SQLite file. Access-key secrets and queue secrets are stored
 /// sealed with the node's master key ([`Keyring`]).
@@ -280,6 +294,37 @@ fn get_key(conn: &Connection, ring: &Keyring, key: &str) -> Result<Option<Access
         .optional()
         .map_err(sql_error)?
         .transpose()
+}
+
+const TOKEN_COLUMNS: &str = "id, account, digest, created_ms, revoked_ms";
+
+fn token_from_row(r: &Row<'_>) -> rusqlite::Result<Result<AccountToken>> {
+    let id: String = r.get(0)?;
+    let account: String = r.get(1)?;
+    let digest: String = r.get(2)?;
+    let created_ms: i64 = r.get(3)?;
+    let revoked_ms: Option<i64> = r.get(4)?;
+    Ok((|| {
+        Ok(AccountToken {
+            id: id.parse()?,
+            account: account.parse()?,
+            digest: TokenDigest::from_text(&digest)
+                .ok_or_else(|| Error::internal(format!("account token {id}: stored digest")))?,
+            created_ms,
+            revoked_ms,
+        })
+    })())
+}
+
+fn get_token(conn: &Connection, id: &str) -> Result<Option<AccountToken>> {
+    conn.prepare_cached(&format!(
+        "SELECT {TOKEN_COLUMNS} FROM account_tokens WHERE id = ?1"
+    ))
+    .map_err(sql_error)?
+    .query_row([id], token_from_row)
+    .optional()
+    .map_err(sql_error)?
+    .transpose()
 }
 
 fn collect<T>(rows: impl Iterator<Item = rusqlite::Result<Result<T>>>) -> Result<Vec<T>> {
@@ -693,6 +738,90 @@ impl Registry for SqliteRegistry {
                     stmt.execute(params![key.as_str(), at]).map_err(sql_error)?;
                 }
                 Ok(())
+            })
+            .await
+    }
+
+    async fn create_account_token(&self, token: &AccountToken) -> Result<()> {
+        self.disk.admit()?;
+        let token = token.clone();
+        self.db
+            .write(move |conn| {
+                if get_account(conn, token.account.as_str())?.is_none() {
+                    return Err(account_missing(&token.account));
+                }
+                conn.prepare_cached(
+                    "INSERT INTO account_tokens (id, account, digest, created_ms) \
+                     VALUES (?1, ?2, ?3, ?4)",
+                )
+                .and_then(|mut s| {
+                    s.execute(params![
+                        token.id.as_str(),
+                        token.account.as_str(),
+                        token.digest.to_text(),
+                        token.created_ms
+                    ])
+                })
+                .map_err(|e| {
+                    if is_unique_violation(&e) {
+                        Error::internal("a generated account token id already exists")
+                    } else {
+                        sql_error(e)
+                    }
+                })?;
+                Ok(())
+            })
+            .await
+    }
+
+    async fn get_account_token(&self, id: &AccountTokenId) -> Result<Option<AccountToken>> {
+        let id = id.clone();
+        self.db.read(move |conn| get_token(conn, id.as_str())).await
+    }
+
+    async fn list_account_tokens(&self, account: &AccountName) -> Result<Vec<AccountToken>> {
+        let account = account.clone();
+        self.db
+            .read(move |conn| {
+                if get_account(conn, account.as_str())?.is_none() {
+                    return Err(account_missing(&account));
+                }
+                let mut stmt = conn
+                    .prepare_cached(&format!(
+                        "SELECT {TOKEN_COLUMNS} FROM account_tokens WHERE account = ?1 \
+                         ORDER BY created_ms, rowid"
+                    ))
+                    .map_err(sql_error)?;
+                let rows = stmt
+                    .query_map([account.as_str()], token_from_row)
+                    .map_err(sql_error)?;
+                collect(rows)
+            })
+            .await
+    }
+
+    async fn revoke_account_token(
+        &self,
+        account: &AccountName,
+        id: &AccountTokenId,
+    ) -> Result<AccountToken> {
+        let (account, id) = (account.clone(), id.clone());
+        let now = self.clock.now_ms();
+        self.db
+            .write(move |conn| {
+                let found = get_token(conn, id.as_str())?
+                    .filter(|t| t.account == account)
+                    .ok_or_else(|| token_missing(&account, &id))?;
+                if found.revoked_ms.is_some() {
+                    return Ok(found);
+                }
+                conn.prepare_cached("UPDATE account_tokens SET revoked_ms = ?2 WHERE id = ?1")
+                    .and_then(|mut s| s.execute(params![id.as_str(), now]))
+                    .map_err(sql_error)?;
+                Ok(AccountToken {
+                    revoked_ms: Some(now),
+                    ..found
+                })
             })
             .await
     }

@@ -18,9 +18,10 @@ use std::{
 
 use async_trait::async_trait;
 use quintet_core::{
-    AppName, Clock, Instance, InstanceConfig, InstanceId, InstanceName, Result, ServiceType,
+    AppName, Clock, Error, Instance, InstanceConfig, InstanceId, InstanceName, Result, ServiceType,
+    account_tokens::{AccountToken, AccountTokenId, token_missing},
     accounts::{Account, AccountName, AccountUsage, App, Plan},
-    keyring::Keyring,
+    keyring::{Keyring, TokenDigest},
     keys::{AccessKey, KeyId},
     ports::registry::{
         ChangeListener, Registry, RegistryChange,
@@ -36,7 +37,8 @@ use crate::{
 };
 
 /// Schema migrations of the registry; append only (see [`PgDatabase::migrate`]).
-const MIGRATIONS: &[&str] = &[r#"
+const MIGRATIONS: &[&str] = &[
+    r#"
 CREATE TABLE quintet_accounts (
     name        TEXT COLLATE "C" PRIMARY KEY,
     plan        TEXT NOT NULL,
@@ -87,7 +89,35 @@ INSERT INTO quintet_registry (id, created_ms) VALUES (
     md5(random()::text || clock_timestamp()::text),
     (EXTRACT(EPOCH FROM clock_timestamp()) * 1000)::bigint
 );
-"#];
+"#,
+    r#"
+CREATE TABLE quintet_account_tokens (
+    id          TEXT COLLATE "C" PRIMARY KEY,
+    account     TEXT COLLATE "C" NOT NULL REFERENCES quintet_accounts(name) ON DELETE CASCADE,
+    digest      TEXT NOT NULL,
+    created_ms  BIGINT NOT NULL,
+    revoked_ms  BIGINT,
+    seq         BIGINT GENERATED ALWAYS AS IDENTITY
+);
+CREATE INDEX quintet_account_tokens_by_account ON quintet_account_tokens(account);
+"#,
+];
+
+const TOKEN_COLUMNS: &str = "id, account, digest, created_ms, revoked_ms";
+
+fn token_from_row(r: &Row) -> Result<AccountToken> {
+    let id: String = r.try_get(0).map_err(pg_error)?;
+    let account: String = r.try_get(1).map_err(pg_error)?;
+    let digest: String = r.try_get(2).map_err(pg_error)?;
+    Ok(AccountToken {
+        digest: TokenDigest::from_text(&digest)
+            .ok_or_else(|| Error::internal(format!("account token {id}: stored digest")))?,
+        id: id.parse()?,
+        account: account.parse()?,
+        created_ms: r.try_get(3).map_err(pg_error)?,
+        revoked_ms: r.try_get(4).map_err(pg_error)?,
+    })
+}
 
 /// The registry kept in PostgreSQL.
 #[derive(Debug)]
@@ -752,6 +782,91 @@ impl Registry for PgRegistry {
             ticket.delivered().await;
         }
         Ok(revoked)
+    }
+
+    async fn create_account_token(&self, token: &AccountToken) -> Result<()> {
+        let client = self.db.client().await?;
+        client
+            .execute(
+                "INSERT INTO quintet_account_tokens (id, account, digest, created_ms) \
+                 VALUES ($1, $2, $3, $4)",
+                &[
+                    &token.id.as_str(),
+                    &token.account.as_str(),
+                    &token.digest.to_text(),
+                    &token.created_ms,
+                ],
+            )
+            .await
+            .map_err(|e| {
+                violation_as(
+                    e,
+                    || Error::internal("a generated account token id already exists"),
+                    || account_missing(&token.account),
+                )
+            })?;
+        Ok(())
+    }
+
+    async fn get_account_token(&self, id: &AccountTokenId) -> Result<Option<AccountToken>> {
+        let client = self.db.client().await?;
+        client
+            .query_opt(
+                &format!("SELECT {TOKEN_COLUMNS} FROM quintet_account_tokens WHERE id = $1"),
+                &[&id.as_str()],
+            )
+            .await
+            .map_err(pg_error)?
+            .as_ref()
+            .map(token_from_row)
+            .transpose()
+    }
+
+    async fn list_account_tokens(&self, account: &AccountName) -> Result<Vec<AccountToken>> {
+        let client = self.db.client().await?;
+        let exists = client
+            .query_opt(
+                "SELECT 1 FROM quintet_accounts WHERE name = $1",
+                &[&account.as_str()],
+            )
+            .await
+            .map_err(pg_error)?;
+        if exists.is_none() {
+            return Err(account_missing(account));
+        }
+        let rows = client
+            .query(
+                &format!(
+                    "SELECT {TOKEN_COLUMNS} FROM quintet_account_tokens WHERE account = $1 \
+                     ORDER BY created_ms, seq"
+                ),
+                &[&account.as_str()],
+            )
+            .await
+            .map_err(pg_error)?;
+        rows.iter().map(token_from_row).collect()
+    }
+
+    async fn revoke_account_token(
+        &self,
+        account: &AccountName,
+        id: &AccountTokenId,
+    ) -> Result<AccountToken> {
+        let now = self.clock.now_ms();
+        let client = self.db.client().await?;
+        // One statement: the first revocation time wins when two nodes revoke at once.
+        let row = client
+            .query_opt(
+                &format!(
+                    "UPDATE quintet_account_tokens SET revoked_ms = COALESCE(revoked_ms, $3) \
+                     WHERE id = $1 AND account = $2 RETURNING {TOKEN_COLUMNS}"
+                ),
+                &[&id.as_str(), &account.as_str(), &now],
+            )
+            .await
+            .map_err(pg_error)?
+            .ok_or_else(|| token_missing(account, id))?;
+        token_from_row(&row)
     }
 
     async fn record_key_use(&self, uses: &[(KeyId, i64)]) -> Result<()> {

@@ -166,6 +166,42 @@ pub struct Adapters {
     pub search: Place<PgConfig>,
 }
 
+impl Adapters {
+    /// Where each store keeps its data, in words for the admin (`GET /_admin/node`): the
+    /// engine's name only, never its URL, which may carry a password. `memory_cache`: the
+    /// embedded cache keeps nothing on disk (`--cache-memory-only`).
+    pub fn places(&self, memory_cache: bool) -> Vec<(String, String)> {
+        fn place<E>(p: &Place<E>, embedded: &str, shared: &str) -> String {
+            if p.is_shared() {
+                shared.to_owned()
+            } else {
+                format!("embedded: {embedded} in the data directory")
+            }
+        }
+        [
+            ("registry", place(&self.registry, "SQLite", "PostgreSQL")),
+            ("data", place(&self.data, "SQLite", "PostgreSQL")),
+            (
+                "cache",
+                if memory_cache && !self.cache.is_shared() {
+                    "embedded: in memory only".to_owned()
+                } else {
+                    place(&self.cache, "an append-only log", "Redis")
+                },
+            ),
+            (
+                "search",
+                place(&self.search, "tantivy indexes", "PostgreSQL"),
+            ),
+            ("queue", place(&self.queue, "SQLite", "PostgreSQL")),
+            ("storage", place(&self.storage, "files", "S3")),
+        ]
+        .into_iter()
+        .map(|(k, v)| (k.to_owned(), v))
+        .collect()
+    }
+}
+
 /// The values of `--registry`, `--data`, `--cache`, `--queue`, `--storage` and `--search`,
 /// unparsed; `None` where not given.
 #[derive(Debug, Clone, Default)]

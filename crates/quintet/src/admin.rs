@@ -20,7 +20,7 @@ use std::{net::SocketAddr, path::PathBuf, time::Duration};
 
 use anyhow::{Context, bail};
 use clap::{Args, Subcommand};
-use quintet_core::{AppName, accounts::AccountName, keys::KeyId};
+use quintet_core::{AppName, account_tokens::AccountTokenId, accounts::AccountName, keys::KeyId};
 use reqwest::Method;
 use serde_json::{Value, json};
 
@@ -108,6 +108,41 @@ pub enum AccountCommand {
         name: String,
         /// starter, pro or business.
         plan: String,
+        /// How to reach the server.
+        #[command(flatten)]
+        conn: Conn,
+    },
+    /// Issue, list and revoke the tokens an account signs in with (to the admin API and
+    /// the console, for its own applications only).
+    #[command(subcommand)]
+    Token(AccountTokenCommand),
+}
+
+/// `quintet account token …`
+#[derive(Debug, Subcommand)]
+pub enum AccountTokenCommand {
+    /// Issue a token for an account; it is printed this once (only its digest is kept).
+    Create {
+        /// Account name.
+        account: String,
+        /// How to reach the server.
+        #[command(flatten)]
+        conn: Conn,
+    },
+    /// List an account's tokens (ids, never their text).
+    List {
+        /// Account name.
+        account: String,
+        /// How to reach the server.
+        #[command(flatten)]
+        conn: Conn,
+    },
+    /// Revoke a token: it signs in nobody from now on.
+    Revoke {
+        /// Account name.
+        account: String,
+        /// The token's id (qat_…, as `list` prints it).
+        id: String,
         /// How to reach the server.
         #[command(flatten)]
         conn: Conn,
@@ -442,6 +477,7 @@ pub fn run_account(cmd: AccountCommand) -> anyhow::Result<()> {
                     table(&["NAME", "PLAN", "APPS", "CREATED"], &rows)
                 })
             }
+            AccountCommand::Token(cmd) => run_account_token(cmd).await,
             AccountCommand::Plan { name, plan, conn } => {
                 let name = account_name(&name)?;
                 let admin = conn.connect()?;
@@ -465,6 +501,64 @@ pub fn run_account(cmd: AccountCommand) -> anyhow::Result<()> {
             }
         }
     })
+}
+
+async fn run_account_token(cmd: AccountTokenCommand) -> anyhow::Result<()> {
+    match cmd {
+        AccountTokenCommand::Create { account, conn } => {
+            let account = account_name(&account)?;
+            let admin = conn.connect()?;
+            let v = admin
+                .call(
+                    Method::POST,
+                    &format!("/_admin/accounts/{account}/tokens"),
+                    None,
+                )
+                .await?;
+            admin.show(&v, |v| {
+                format!(
+                    "issued token {} for account {}; it is shown only now:\n{}\n",
+                    text(&v["id"]),
+                    text(&v["account"]),
+                    text(&v["token"])
+                )
+            })
+        }
+        AccountTokenCommand::List { account, conn } => {
+            let account = account_name(&account)?;
+            let admin = conn.connect()?;
+            let v = admin
+                .call(
+                    Method::GET,
+                    &format!("/_admin/accounts/{account}/tokens"),
+                    None,
+                )
+                .await?;
+            admin.show(&v, |v| {
+                let rows: Vec<Vec<String>> = v["tokens"]
+                    .as_array()
+                    .map(Vec::as_slice)
+                    .unwrap_or_default()
+                    .iter()
+                    .map(|t| vec![text(&t["id"]), text(&t["created"]), text(&t["revoked"])])
+                    .collect();
+                table(&["ID", "CREATED", "REVOKED"], &rows)
+            })
+        }
+        AccountTokenCommand::Revoke { account, id, conn } => {
+            let account = account_name(&account)?;
+            let id: AccountTokenId = id.parse()?;
+            let admin = conn.connect()?;
+            let v = admin
+                .call(
+                    Method::DELETE,
+                    &format!("/_admin/accounts/{account}/tokens/{id}"),
+                    None,
+                )
+                .await?;
+            admin.show(&v, |_| format!("revoked token {id} of account {account}\n"))
+        }
+    }
 }
 
 /// Run `quintet app …`.

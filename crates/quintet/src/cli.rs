@@ -637,6 +637,7 @@ impl ServeArgs {
                 queue_egress_proxy,
                 plan_limits,
                 legacy_get_default: s.legacy_get_default.unwrap_or(false),
+                places: adapters.places(s.cache_memory_only.unwrap_or(false)),
                 queue_backoff: s
                     .queue_backoff_ms
                     .map(Duration::from_millis)

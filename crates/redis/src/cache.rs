@@ -368,6 +368,28 @@ impl Cache for RedisCache {
         }
     }
 
+    async fn expiry(&self, instance: &Instance, key: &CacheKey) -> Result<Option<Option<i64>>> {
+        // The expiry is the stored string's header; reading its 16 bytes is enough.
+        let now = self.clock.now_ms();
+        let header: Option<Vec<u8>> = redis::cmd("GETRANGE")
+            .arg(self.layout.entry(instance.id, key))
+            .arg(0)
+            .arg(keys::HEADER_LEN - 1)
+            .query_async(&mut self.conn()?)
+            .await
+            .map_err(|e| self.failed(e))?;
+        let Some(header) = header.filter(|h| !h.is_empty()) else {
+            return Ok(None);
+        };
+        let expires_at = keys::decode_expiry(&header).ok_or_else(|| {
+            quintet_core::Error::internal(format!(
+                "Redis key {} holds something quintet did not write",
+                self.layout.entry(instance.id, key)
+            ))
+        })?;
+        Ok(keys::is_live(expires_at, now).then_some(expires_at))
+    }
+
     async fn get(&self, instance: &Instance, key: &CacheKey) -> Result<Option<CacheValue>> {
         let now = self.clock.now_ms();
         let stored: Option<Vec<u8>> = self

@@ -117,14 +117,21 @@ pub fn encode(value: &CacheValue, expires_at: Option<i64>) -> Vec<u8> {
 /// A stored string split into its expiry (`None`: never) and value; `None` when it is not
 /// one quintet wrote.
 pub fn decode(stored: Vec<u8>) -> Option<(Option<i64>, CacheValue)> {
+    let at = decode_expiry(&stored)?;
+    let mut text = String::from_utf8(stored).ok()?;
+    text.drain(..HEADER_LEN);
+    Some((at, CacheValue::from_stored(text)))
+}
+
+/// The expiry (`None`: never) in the header at the start of `stored`; `None` outside
+/// `Some` when it is not a header quintet wrote.
+pub fn decode_expiry(stored: &[u8]) -> Option<Option<i64>> {
     let header = std::str::from_utf8(stored.get(..HEADER_LEN)?).ok()?;
     if !header.bytes().all(|b| b.is_ascii_digit()) {
         return None;
     }
     let at: i64 = header.parse().ok()?;
-    let mut text = String::from_utf8(stored).ok()?;
-    text.drain(..HEADER_LEN);
-    Some(((at != 0).then_some(at), CacheValue::from_stored(text)))
+    Some((at != 0).then_some(at))
 }
 
 /// Whether an entry expiring at `expires_at` is live at `now`.

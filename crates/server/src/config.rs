@@ -55,6 +55,10 @@ pub struct Config {
     pub queue_egress_proxy: Option<String>,
     /// What each plan allows an application.
     pub plan_limits: quintet_core::accounts::PlanLimits,
+    /// Where each store keeps its data, as shown to the admin (`GET /_admin/node`):
+    /// `(store, description)` for `registry` and each service type, such as
+    /// `("cache", "Redis")` or `("data", "embedded (SQLite in the data directory)")`.
+    pub places: Vec<(String, String)>,
     /// Answer a GET of a document or cache entry that names no `X-SVC-LEGACY-GET` header
     /// with the bare document (old hyper clients), instead of `{ok, doc}`.
     pub legacy_get_default: bool,
@@ -190,6 +194,7 @@ impl Default for Config {
             queue_egress_proxy: None,
             plan_limits: quintet_core::accounts::PlanLimits::default(),
             legacy_get_default: false,
+            places: Vec::new(),
             queue_backoff: DEFAULT_QUEUE_BACKOFF,
             domain_auth: DomainAuth::None,
             jwt_max_ttl: None,

@@ -17,6 +17,7 @@ pub mod auth;
 pub mod body_deadline;
 pub mod changes;
 pub mod config;
+pub mod console;
 pub mod cors;
 pub mod dispatch;
 pub mod error;

@@ -57,6 +57,8 @@ pub struct AppState {
     pub connections: Arc<ConnectionLimits>,
     /// The change feeds' wake-ups and open streams.
     pub feeds: Arc<FeedHub>,
+    /// When this state was made (the node started), milliseconds since the Unix epoch.
+    pub started_ms: i64,
 }
 
 impl AppState {
@@ -123,6 +125,7 @@ impl AppState {
         );
         Self {
             feeds,
+            started_ms: clock.now_ms(),
             connections,
             instances,
             services,

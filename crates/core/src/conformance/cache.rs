@@ -636,3 +636,40 @@ pub async fn large_values_round_trip(cache: &dyn Cache) {
     assert_eq!(found[0].value.as_str(), text);
     cache.drop_instance(&inst).await.expect("drop");
 }
+
+/// `expiry` answers the instant a live entry expires (`Some(None)`: never), follows a set
+/// with a new TTL, and is `None` once it expired or for a missing key.
+pub async fn expiry_is_the_instant_an_entry_expires(cache: &dyn Cache, clock: &ManualClock) {
+    let inst = fresh(cache).await;
+    cache
+        .add(&inst, &key("brief"), value(r#"{"v":1}"#), ttl("10s"))
+        .await
+        .expect("add");
+    cache
+        .add(&inst, &key("lasting"), value(r#"{"v":2}"#), None)
+        .await
+        .expect("add");
+    let start = crate::Clock::now_ms(clock);
+    let at = |k: &'static str| {
+        let inst = inst.clone();
+        async move { cache.expiry(&inst, &key(k)).await.expect("expiry") }
+    };
+    assert_eq!(at("brief").await, Some(Some(start + 10 * SECOND)));
+    assert_eq!(at("lasting").await, Some(None));
+    assert_eq!(at("missing").await, None);
+    clock.advance(SECOND);
+    cache
+        .set(
+            &inst,
+            &key("brief"),
+            value(r#"{"v":3}"#),
+            ttl("1m"),
+            SetMode::Upsert,
+        )
+        .await
+        .expect("set");
+    assert_eq!(at("brief").await, Some(Some(start + SECOND + 60 * SECOND)));
+    clock.advance(60 * SECOND);
+    assert_eq!(at("brief").await, None, "expired at its instant");
+    cache.drop_instance(&inst).await.expect("drop");
+}

@@ -126,6 +126,7 @@ macro_rules! registry_conformance {
                 deleting_an_app_removes_its_keys_and_instances,
                 the_domain_app_is_protected,
                 refusals_say_what_to_do,
+                account_tokens_are_issued_listed_and_revoked,
             ]
         );
     };
@@ -184,6 +185,7 @@ macro_rules! cache_conformance {
             remove_then_the_key_is_missing,
             query_matches_sorts_and_hides_expired,
             query_answers_each_expiry,
+            expiry_is_the_instant_an_entry_expires,
         ]);
     };
 }

@@ -4,6 +4,7 @@ use serde_json::json;
 
 use crate::{
     AppName, Error, InstanceConfig, ServiceType,
+    account_tokens::{AccountToken, AccountTokenId},
     accounts::{AccountName, Plan},
     keys::KeyId,
     ports::registry::{Registry, answers},
@@ -543,4 +544,70 @@ pub async fn refusals_say_what_to_do(r: &dyn Registry) {
         said(r.delete_instance(&shop, ServiceType::Cache, &movies).await),
         Err(answers::instance_missing(ServiceType::Cache, &movies))
     );
+}
+
+/// Account tokens are kept as digests, listed per account oldest first, found by id, and
+/// revoked once (a second revocation keeps the first time); another account's token is
+/// not found through this account.
+pub async fn account_tokens_are_issued_listed_and_revoked(registry: &dyn Registry) {
+    let acct = account_name("tok");
+    let other = account_name("tok-other");
+    for a in [&acct, &other] {
+        registry
+            .create_account(a, Plan::Starter)
+            .await
+            .expect("account");
+    }
+    let (first, text) = AccountToken::generate(&acct, 1_000).expect("token");
+    let (second, _) = AccountToken::generate(&acct, 2_000).expect("token");
+    let (theirs, _) = AccountToken::generate(&other, 1_500).expect("token");
+    for t in [&first, &second, &theirs] {
+        registry.create_account_token(t).await.expect("create");
+    }
+    let (orphan, _) = AccountToken::generate(&account_name("none"), 1).expect("token");
+    let missing = registry.create_account_token(&orphan).await;
+    assert!(matches!(missing, Err(Error::NotFound(_))), "{missing:?}");
+
+    let got = registry
+        .get_account_token(&first.id)
+        .await
+        .expect("get")
+        .expect("exists");
+    assert_eq!(got, first);
+    assert!(got.admits(&text), "the stored digest admits the text");
+    let unknown: AccountTokenId = "qat_000000000000000000000000".parse().expect("id");
+    assert!(
+        registry
+            .get_account_token(&unknown)
+            .await
+            .expect("get")
+            .is_none()
+    );
+
+    let listed = registry.list_account_tokens(&acct).await.expect("list");
+    assert_eq!(listed, vec![first.clone(), second.clone()]);
+    let none = registry.list_account_tokens(&account_name("none")).await;
+    assert!(matches!(none, Err(Error::NotFound(_))), "{none:?}");
+
+    let cross = registry.revoke_account_token(&acct, &theirs.id).await;
+    assert!(matches!(cross, Err(Error::NotFound(_))), "{cross:?}");
+    let revoked = registry
+        .revoke_account_token(&acct, &first.id)
+        .await
+        .expect("revoke");
+    let at = revoked.revoked_ms.expect("revoked");
+    assert!(!revoked.admits(&text));
+    let again = registry
+        .revoke_account_token(&acct, &first.id)
+        .await
+        .expect("revoke again");
+    assert_eq!(
+        again.revoked_ms,
+        Some(at),
+        "the first revocation time stays"
+    );
+    let listed = registry.list_account_tokens(&acct).await.expect("list");
+    assert_eq!(listed.len(), 2, "revoked tokens stay listed");
+    assert_eq!(listed[0].revoked_ms, Some(at));
+    assert_eq!(listed[1].revoked_ms, None);
 }

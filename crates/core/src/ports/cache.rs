@@ -65,6 +65,11 @@ pub trait Cache: Lifecycle {
     /// The live value under `key`, `None` when missing or expired.
     async fn get(&self, instance: &Instance, key: &CacheKey) -> Result<Option<CacheValue>>;
 
+    /// When the live entry under `key` expires (milliseconds since the Unix epoch):
+    /// `None` when there is no live entry, `Some(None)` when it never expires. Not a use
+    /// (the entry's recency is unchanged).
+    async fn expiry(&self, instance: &Instance, key: &CacheKey) -> Result<Option<Option<i64>>>;
+
     /// Replace the value under `key`. With a `ttl` the entry expires that long after this
     /// write; without one a live entry keeps its current expiry and a new entry never
     /// expires. In [`SetMode::UpdateExisting`], [`crate::Error::NotFound`] when the key has

@@ -7,6 +7,7 @@ use async_trait::async_trait;
 
 use crate::{
     AppName, Instance, InstanceConfig, InstanceId, InstanceName, Result, ServiceType,
+    account_tokens::{AccountToken, AccountTokenId},
     accounts::{Account, AccountName, AccountUsage, App, Plan},
     keys::{AccessKey, KeyId},
 };
@@ -89,6 +90,7 @@ pub trait ChangeListener: Send + Sync + 'static {
 /// - [`Registry::delete_app`] removes the application, its keys and its instance records in
 ///   one atomic step and returns the instances, whose contents the caller then drops.
 /// - A revoked key stays listed with its revocation time; revoking again changes nothing.
+///   The same holds for account tokens, which are kept as their digest only.
 /// - Times are taken from the registry's clock.
 /// - Changes across nodes ([`Registry::subscribe`]): when several nodes share the
 ///   registry's store, every committed [`RegistryChange`] that may invalidate a cache
@@ -184,6 +186,26 @@ pub trait Registry: Send + Sync + fmt::Debug + 'static {
     /// Record when keys were last used: each key's `last_used` becomes the later of its
     /// stored value and the one given. Unknown keys are ignored.
     async fn record_key_use(&self, uses: &[(KeyId, i64)]) -> Result<()>;
+
+    /// Record a new account token ([`AccountToken::generate`]). [`crate::Error::NotFound`]
+    /// when its account does not exist.
+    async fn create_account_token(&self, token: &AccountToken) -> Result<()>;
+
+    /// The account token `id`, revoked or not, if it exists.
+    async fn get_account_token(&self, id: &AccountTokenId) -> Result<Option<AccountToken>>;
+
+    /// Every token of `account`, revoked ones included, oldest first.
+    /// [`crate::Error::NotFound`] when the account does not exist.
+    async fn list_account_tokens(&self, account: &AccountName) -> Result<Vec<AccountToken>>;
+
+    /// Revoke the token `id` of `account` and return it. [`crate::Error::NotFound`]
+    /// ([`crate::account_tokens::token_missing`]) when `account` has no such token.
+    /// Revoking a revoked token keeps its first revocation time.
+    async fn revoke_account_token(
+        &self,
+        account: &AccountName,
+        id: &AccountTokenId,
+    ) -> Result<AccountToken>;
 
     /// Call `listener` with every change committed from now on, by any node (see the
     /// contract). Held weakly: once the listener is dropped it is no longer called.

@@ -356,6 +356,13 @@ impl Index {
         }
     }
 
+    /// When the live entry `key` expires: `None` when there is none, `Some(None)` when it
+    /// never does. Not a use: recency is left alone.
+    pub(crate) fn expiry(&self, inst: InstanceId, key: &str, now: i64) -> Option<Option<i64>> {
+        let meta = self.shelves.get(&inst)?.get(key.as_bytes())?;
+        meta.live(now).then_some(meta.expires_ms)
+    }
+
     /// Hold `value`, just read from disk, for the entry `key` if it was not written since
     /// `version` was looked up.
     pub(crate) fn hold_read(

@@ -346,6 +346,11 @@ impl Cache for EmbeddedCache {
         self.put(instance, key, value, PutOp::Add(ttl)).await
     }
 
+    async fn expiry(&self, instance: &Instance, key: &CacheKey) -> Result<Option<Option<i64>>> {
+        let now = self.inner.clock.now_ms();
+        Ok(self.inner.lock().expiry(instance.id, key.as_str(), now))
+    }
+
     async fn get(&self, instance: &Instance, key: &CacheKey) -> Result<Option<CacheValue>> {
         self.ensure_reaper();
         let now = self.inner.clock.now_ms();

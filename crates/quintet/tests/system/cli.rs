@@ -257,6 +257,49 @@ async fn admin_commands_drive_a_running_server() {
     ok(&p.url(""), &data, &["account", "list"]);
 }
 
+#[tokio::test]
+async fn account_token_commands_issue_list_and_revoke() {
+    let dir = tempfile::tempdir().unwrap();
+    let data = dir.path().join("data");
+    let p = spawn(&data, &[]);
+    let base = p.url("");
+    ok(&base, &data, &["account", "create", "acme"]);
+    let out = ok(&base, &data, &["account", "token", "create", "acme"]);
+    let lines: Vec<&str> = out.lines().collect();
+    assert!(
+        lines[0].starts_with("issued token qat_")
+            && lines[0].ends_with("for account acme; it is shown only now:"),
+        "{out}"
+    );
+    let token = lines[1];
+    let id = token.split_once('.').unwrap().0;
+    // The account signs in with it, for its own applications.
+    let r = p
+        .send(p.request(Method::GET, "/_admin/me").bearer_auth(token))
+        .await
+        .expect(200);
+    assert_eq!(r.body["account"]["name"], "acme");
+    let list = ok(&base, &data, &["account", "token", "list", "acme"]);
+    assert!(list.starts_with("ID  "), "{list}");
+    assert!(list.contains(id) && !list.contains(token), "{list}");
+    assert_eq!(
+        ok(&base, &data, &["account", "token", "revoke", "acme", id]),
+        format!("revoked token {id} of account acme\n")
+    );
+    p.send(p.request(Method::GET, "/_admin/me").bearer_auth(token))
+        .await
+        .expect(401);
+    let err = fails(
+        &base,
+        &data,
+        &["account", "token", "revoke", "acme", "nope"],
+    );
+    assert!(
+        err.contains("account token id \"nope\" is not valid"),
+        "{err}"
+    );
+}
+
 #[test]
 fn admin_commands_without_a_token_say_where_to_find_one() {
     let dir = tempfile::tempdir().unwrap();

@@ -12,6 +12,7 @@ use std::{
 use async_trait::async_trait;
 use quintet_core::{
     AppName, Instance, InstanceConfig, InstanceName, Result, ServiceType, SystemClock,
+    account_tokens::{AccountToken, AccountTokenId},
     accounts::{Account, AccountName, AccountUsage, App, Plan},
     keys::{AccessKey, KeyId},
     ports::registry::{ChangeListener, Registry, RegistryChange},
@@ -137,6 +138,22 @@ impl Registry for Spy {
     }
     async fn record_key_use(&self, uses: &[(KeyId, i64)]) -> Result<()> {
         self.inner.record_key_use(uses).await
+    }
+    async fn create_account_token(&self, token: &AccountToken) -> Result<()> {
+        self.inner.create_account_token(token).await
+    }
+    async fn get_account_token(&self, id: &AccountTokenId) -> Result<Option<AccountToken>> {
+        self.inner.get_account_token(id).await
+    }
+    async fn list_account_tokens(&self, account: &AccountName) -> Result<Vec<AccountToken>> {
+        self.inner.list_account_tokens(account).await
+    }
+    async fn revoke_account_token(
+        &self,
+        account: &AccountName,
+        id: &AccountTokenId,
+    ) -> Result<AccountToken> {
+        self.inner.revoke_account_token(account, id).await
     }
     fn subscribe(&self, listener: std::sync::Weak<dyn ChangeListener>) {
         self.inner.subscribe(listener)

@@ -7,9 +7,9 @@
 //!
 //! | request | credential |
 //! |---|---|
-//! | `GET /`, `/_health`, `/_ready`, `/_openapi.json`, `/_console/api`, everything under `/_presigned/` | none |
+//! | `GET /`, `/_health`, `/_ready`, `/_openapi.json`, everything under `/_presigned/` and `/_console` | none |
 //! | `/_metrics` | none, or with `--metrics-token` that token or the admin token |
-//! | `/_admin` and everything under it | the admin token |
+//! | `/_admin` and everything under it | the admin token, or an account token (only the calls of [`Caller`]) |
 //! | application form `/<app>/<type>/...` | a JWT signed with a key of `<app>` |
 //! | everything else (the domain form) | per `--auth`: none, or a JWT signed with `--jwt-secret` |
 //!
@@ -17,7 +17,8 @@
 //! load balancers rarely hold tokens. `/_metrics` is public by default for the same reason
 //! (scrapers), but it names applications and queues (never data), so an operator who
 //! exposes the port can require a scrape token with `--metrics-token`. Pre-signed URLs carry
-//! their own signature, which is their credential.
+//! their own signature, which is their credential. The console's files are public: the
+//! page holds no data, and its calls carry the token its user signs in with.
 //!
 //! The outcome is a [`Principal`] in the request's extensions; admin handlers take the
 //! [`Admin`] extractor, which checks it again, so access is declared in their signatures.
@@ -33,8 +34,8 @@ use axum::{
     response::{IntoResponse, Response},
 };
 use quintet_core::{
-    AppName, Clock, Error, Result, jwt::Unverified, keyring::TokenDigest, keys::KeyId,
-    ports::registry::Registry,
+    AppName, Clock, Error, Result, account_tokens, accounts::AccountName, jwt::Unverified,
+    keyring::TokenDigest, keys::KeyId, ports::registry::Registry,
 };
 
 use crate::{config::DomainAuth, error::ApiError, scope::Scope};
@@ -69,6 +70,8 @@ pub fn classify(path: &str, scope: &Scope) -> Access {
         "/_admin" => Access::Admin,
         p if p.starts_with("/_admin/") => Access::Admin,
         p if p.starts_with("/_presigned/") => Access::Public,
+        "/_console" => Access::Public,
+        p if p.starts_with("/_console/") => Access::Public,
         _ => Access::Domain,
     }
 }
@@ -80,6 +83,11 @@ pub enum Principal {
     Anonymous,
     /// The holder of the admin token.
     Admin,
+    /// The holder of an account token: the admin API for this account's applications.
+    Account {
+        /// The account.
+        account: AccountName,
+    },
     /// A client of `app` with the access key `key`.
     Key {
         /// The application.
@@ -105,6 +113,7 @@ pub struct Auth {
     pub keys: Arc<KeyCache>,
     clock: Arc<dyn Clock>,
     admin_failures: Failures,
+    registry: Arc<dyn Registry>,
 }
 
 /// `Authorization: Bearer <token>` of `headers`; `needs` says what the token must be.
@@ -142,7 +151,8 @@ impl Auth {
             admin_tokens: config.admin_tokens.clone(),
             metrics_token: config.metrics_token.clone(),
             max_ttl: config.jwt_max_ttl,
-            keys: Arc::new(KeyCache::new(registry)),
+            keys: Arc::new(KeyCache::new(Arc::clone(&registry))),
+            registry,
             admin_failures: Failures::new(Arc::clone(&clock)),
             clock,
         }
@@ -158,14 +168,36 @@ impl Auth {
     ) -> Result<Principal> {
         match classify(path, scope) {
             Access::Public => Ok(Principal::Anonymous),
-            Access::Admin => self.admin(headers, client),
+            Access::Admin => self.admin(headers, client).await,
             Access::Metrics => self.metrics(headers, client),
             Access::App(app) => self.app(&app, headers).await,
             Access::Domain => self.domain(headers),
         }
     }
 
-    fn admin(&self, headers: &HeaderMap, client: Option<std::net::IpAddr>) -> Result<Principal> {
+    async fn admin(
+        &self,
+        headers: &HeaderMap,
+        client: Option<std::net::IpAddr>,
+    ) -> Result<Principal> {
+        if let Ok(token) = bearer(headers, "the admin token")
+            && let Some(id) = account_tokens::presented_id(token)
+        {
+            // Guessing is slowed down per client address, like the admin token's.
+            self.admin_failures.check(client)?;
+            let found = self.registry.get_account_token(&id).await?;
+            return match found {
+                Some(t) if t.admits(token) => Ok(Principal::Account { account: t.account }),
+                _ => {
+                    self.admin_failures.record(client);
+                    Err(Error::Unauthenticated(
+                        "the account token is not valid or was revoked: ask the admin for a \
+                         new one (quintet account token create <account>)"
+                            .into(),
+                    ))
+                }
+            };
+        }
         if self.admin_tokens.is_empty() {
             return Err(Error::Unauthenticated(
                 "the admin API is disabled on this server: start it with --admin-token".into(),
@@ -303,7 +335,8 @@ pub async fn authorize(State(auth): State<Arc<Auth>>, mut req: Request, next: Ne
     }
 }
 
-/// Proof that the request carried the admin token; handlers of `/_admin` take it.
+/// Proof that the request carried the admin token; handlers of `/_admin` that an account
+/// token may not call take it (403 for an account token).
 #[derive(Debug, Clone, Copy)]
 pub struct Admin;
 
@@ -313,8 +346,51 @@ impl<S: Send + Sync> FromRequestParts<S> for Admin {
     async fn from_request_parts(parts: &mut Parts, _: &S) -> Result<Self, ApiError> {
         match parts.extensions.get::<Principal>() {
             Some(Principal::Admin) => Ok(Admin),
+            Some(Principal::Account { .. }) => Err(ApiError(Error::Forbidden(
+                "this call needs the admin token: an account token manages only its own \
+                 account's applications, keys and instances"
+                    .into(),
+            ))),
             _ => Err(ApiError(Error::Unauthenticated(
                 "this call needs the admin token: send Authorization: Bearer <admin token>".into(),
+            ))),
+        }
+    }
+}
+
+/// Who calls an admin call that an account token may make too: the admin, or an account,
+/// which sees and manages only its own applications (handlers check with
+/// [`Caller::may_see`]).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Caller {
+    /// The holder of the admin token: everything.
+    Admin,
+    /// The holder of an account token: this account's applications only.
+    Account(AccountName),
+}
+
+impl Caller {
+    /// Whether the caller may see and manage what `owner` owns (`None`: the domain
+    /// application, which no account owns).
+    pub fn may_see(&self, owner: Option<&AccountName>) -> bool {
+        match self {
+            Self::Admin => true,
+            Self::Account(me) => owner == Some(me),
+        }
+    }
+}
+
+impl<S: Send + Sync> FromRequestParts<S> for Caller {
+    type Rejection = ApiError;
+
+    async fn from_request_parts(parts: &mut Parts, _: &S) -> Result<Self, ApiError> {
+        match parts.extensions.get::<Principal>() {
+            Some(Principal::Admin) => Ok(Self::Admin),
+            Some(Principal::Account { account }) => Ok(Self::Account(account.clone())),
+            _ => Err(ApiError(Error::Unauthenticated(
+                "this call needs the admin token or an account token: send Authorization: \
+                 Bearer <token>"
+                    .into(),
             ))),
         }
     }
@@ -335,6 +411,10 @@ mod tests {
             ("/_openapi.json", Scope::Domain, Access::Public),
             ("/_console/api", Scope::Domain, Access::Public),
             ("/_presigned/abc/def", Scope::Domain, Access::Public),
+            ("/_console", Scope::Domain, Access::Public),
+            ("/_console/", Scope::Domain, Access::Public),
+            ("/_console/pages/keys.js", Scope::Domain, Access::Public),
+            ("/_consolex", Scope::Domain, Access::Domain),
             ("/_admin", Scope::Domain, Access::Admin),
             ("/_admin/apps", Scope::Domain, Access::Admin),
             ("/_adminx", Scope::Domain, Access::Domain),

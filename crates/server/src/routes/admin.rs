@@ -1,6 +1,8 @@
 //! The admin API under `/_admin`: accounts, applications, access keys and the instances of
-//! an application. Every handler takes [`Admin`]; the auth layer has already refused calls
-//! without the admin token.
+//! an application. Handlers only the admin may call take [`Admin`]; those an account token
+//! may call too take [`Caller`] and show an account only what it owns: another account's
+//! application is "not found", as if it did not exist. The auth layer has already refused
+//! calls without either token.
 //!
 //! The calls, their statuses and rules: `docs/api.md#the-admin-api`.
 
@@ -12,7 +14,8 @@ use axum::{
     routing::{get, post},
 };
 use quintet_core::{
-    AppName, Error,
+    AppName, Error, ServiceType,
+    account_tokens::{AccountToken, AccountTokenId},
     accounts::{AccountName, AccountUsage, App, Plan},
     clock::format_rfc3339_ms,
     keys::{AccessKey, ConnectionString, KeyId},
@@ -22,9 +25,9 @@ use serde::Deserialize;
 use serde_json::{Value, json};
 
 use crate::{
-    auth::Admin,
+    auth::{Admin, Caller},
     error::ApiResult,
-    extract::{BaseUrl, Json},
+    extract::{BaseUrl, Json, OptionalJson},
     reply,
     state::AppState,
 };
@@ -44,6 +47,17 @@ pub(super) fn routes() -> Router<AppState> {
             get(reveal_key).delete(revoke_key),
         )
         .route("/_admin/apps/{app}/instances", get(list_instances))
+        .route("/_admin/apps/{app}/token", post(mint_token))
+        .route("/_admin/node", get(node))
+        .route("/_admin/me", get(me))
+        .route(
+            "/_admin/accounts/{account}/tokens",
+            post(create_account_token).get(list_account_tokens),
+        )
+        .route(
+            "/_admin/accounts/{account}/tokens/{id}",
+            axum::routing::delete(revoke_account_token),
+        )
 }
 
 fn time(ms: Option<i64>) -> Value {
@@ -107,9 +121,13 @@ async fn create_account(
 }
 
 /// `{ok, accounts}` ordered by name.
-async fn list_accounts(_: Admin, State(state): State<AppState>) -> ApiResult<Response> {
+async fn list_accounts(caller: Caller, State(state): State<AppState>) -> ApiResult<Response> {
     let accounts = state.services.registry.list_accounts().await?;
-    let accounts: Vec<Value> = accounts.iter().map(account_json).collect();
+    let accounts: Vec<Value> = accounts
+        .iter()
+        .filter(|u| caller.may_see(Some(&u.account.name)))
+        .map(account_json)
+        .collect();
     Ok(reply::json(
         StatusCode::OK,
         &json!({"ok": true, "accounts": accounts}),
@@ -127,11 +145,15 @@ async fn fetch_account(state: &AppState, name: &AccountName) -> Result<AccountUs
 
 /// `{ok, account}`.
 async fn get_account(
-    _: Admin,
+    caller: Caller,
     State(state): State<AppState>,
     Path(name): Path<String>,
 ) -> ApiResult<Response> {
-    let usage = fetch_account(&state, &account_param(&name)?).await?;
+    let name = account_param(&name)?;
+    if !caller.may_see(Some(&name)) {
+        return Err(answers::account_missing(&name).into());
+    }
+    let usage = fetch_account(&state, &name).await?;
     Ok(reply::json(
         StatusCode::OK,
         &json!({"ok": true, "account": account_json(&usage)}),
@@ -170,14 +192,22 @@ struct NewApp {
     account: String,
 }
 
-/// 201 `{ok, app}`; 403 over the plan's limit; 404 no such account; 409 name taken.
+/// 201 `{ok, app}`; 403 over the plan's limit or for another account than the caller's
+/// own; 404 no such account; 409 name taken.
 async fn create_app(
-    _: Admin,
+    caller: Caller,
     State(state): State<AppState>,
     Json(body): Json<NewApp>,
 ) -> ApiResult<Response> {
     let name: AppName = body.name.parse()?;
     let account: AccountName = body.account.parse()?;
+    if !caller.may_see(Some(&account)) {
+        return Err(Error::Forbidden(format!(
+            "an account token creates applications of its own account only, not of \
+             \"{account}\""
+        ))
+        .into());
+    }
     let app = state.services.registry.create_app(&name, &account).await?;
     Ok(reply::json(
         StatusCode::CREATED,
@@ -192,11 +222,17 @@ struct AppsFilter {
 
 /// `{ok, apps}` ordered by name, of one account when `?account=` is given.
 async fn list_apps(
-    _: Admin,
+    caller: Caller,
     State(state): State<AppState>,
     Query(filter): Query<AppsFilter>,
 ) -> ApiResult<Response> {
-    let account = filter.account.as_deref().map(account_param).transpose()?;
+    let mut account = filter.account.as_deref().map(account_param).transpose()?;
+    if let Caller::Account(me) = &caller {
+        match &account {
+            Some(a) if a != me => return Err(answers::account_missing(a).into()),
+            _ => account = Some(me.clone()),
+        }
+    }
     let apps = state.services.registry.list_apps(account.as_ref()).await?;
     let apps: Vec<Value> = apps.iter().map(app_json).collect();
     Ok(reply::json(
@@ -214,13 +250,24 @@ async fn fetch_app(state: &AppState, name: &AppName) -> Result<App, Error> {
         .ok_or_else(|| answers::app_missing(name))
 }
 
+/// The application `name` if the caller may see it; another account's application is
+/// missing, as if it did not exist.
+async fn owned_app(state: &AppState, caller: &Caller, name: &AppName) -> Result<App, Error> {
+    let app = fetch_app(state, name).await?;
+    if caller.may_see(app.account.as_ref()) {
+        Ok(app)
+    } else {
+        Err(answers::app_missing(name))
+    }
+}
+
 /// `{ok, app}`.
 async fn get_app(
-    _: Admin,
+    caller: Caller,
     State(state): State<AppState>,
     Path(name): Path<String>,
 ) -> ApiResult<Response> {
-    let app = fetch_app(&state, &app_param(&name)?).await?;
+    let app = owned_app(&state, &caller, &app_param(&name)?).await?;
     Ok(reply::json(
         StatusCode::OK,
         &json!({"ok": true, "app": app_json(&app)}),
@@ -230,11 +277,12 @@ async fn get_app(
 /// `{ok}`: the application, its keys and its instances are gone from the registry (and
 /// every cache) before the instances' contents are dropped.
 async fn delete_app(
-    _: Admin,
+    caller: Caller,
     State(state): State<AppState>,
     Path(name): Path<String>,
 ) -> ApiResult<Response> {
     let name = app_param(&name)?;
+    owned_app(&state, &caller, &name).await?;
     let (_, instances) = state.instances.delete_app(&name).await?;
     state.auth.keys.forget_app(&name);
     state.instances.drop_contents(&instances).await?;
@@ -243,12 +291,13 @@ async fn delete_app(
 
 /// 201 `{ok, key, secret, connectionString}`.
 async fn create_key(
-    _: Admin,
+    caller: Caller,
     State(state): State<AppState>,
     BaseUrl(base): BaseUrl,
     Path(name): Path<String>,
 ) -> ApiResult<Response> {
     let app = app_param(&name)?;
+    owned_app(&state, &caller, &app).await?;
     let key = state.services.registry.create_key(&app).await?;
     // A registry of one node reports no changes: forget here that the key was missing.
     state.auth.keys.created(&key.key);
@@ -266,11 +315,12 @@ async fn create_key(
 
 /// `{ok, keys}`, oldest first, secrets redacted.
 async fn list_keys(
-    _: Admin,
+    caller: Caller,
     State(state): State<AppState>,
     Path(name): Path<String>,
 ) -> ApiResult<Response> {
     let app = app_param(&name)?;
+    owned_app(&state, &caller, &app).await?;
     let keys = state.services.registry.list_keys(&app).await?;
     let keys: Vec<Value> = keys
         .iter()
@@ -298,13 +348,13 @@ struct KeyPath {
 
 /// `{ok, key, secret, connectionString, created, lastUsed, revoked}`, the secret in full.
 async fn reveal_key(
-    _: Admin,
+    caller: Caller,
     State(state): State<AppState>,
     BaseUrl(base): BaseUrl,
     Path(p): Path<KeyPath>,
 ) -> ApiResult<Response> {
     let app = app_param(&p.app)?;
-    fetch_app(&state, &app).await?;
+    owned_app(&state, &caller, &app).await?;
     let id: KeyId = p.key.parse().map_err(|_| no_such_key(&app, &p.key))?;
     let key = state
         .services
@@ -330,12 +380,12 @@ async fn reveal_key(
 
 /// `{ok}`; tokens signed with the key fail from now on. Revoking twice is fine.
 async fn revoke_key(
-    _: Admin,
+    caller: Caller,
     State(state): State<AppState>,
     Path(p): Path<KeyPath>,
 ) -> ApiResult<Response> {
     let app = app_param(&p.app)?;
-    fetch_app(&state, &app).await?;
+    owned_app(&state, &caller, &app).await?;
     let id: KeyId = p.key.parse().map_err(|_| no_such_key(&app, &p.key))?;
     state.services.registry.revoke_key(&app, &id).await?;
     state.auth.keys.revoked(&id);
@@ -344,12 +394,12 @@ async fn revoke_key(
 
 /// `{ok, instances: [{type, name, config, created}]}` ordered by type and name.
 async fn list_instances(
-    _: Admin,
+    caller: Caller,
     State(state): State<AppState>,
     Path(name): Path<String>,
 ) -> ApiResult<Response> {
     let app = app_param(&name)?;
-    fetch_app(&state, &app).await?;
+    owned_app(&state, &caller, &app).await?;
     let instances = state.services.registry.list_instances(Some(&app)).await?;
     let instances: Vec<Value> = instances
         .iter()
@@ -366,4 +416,180 @@ async fn list_instances(
         StatusCode::OK,
         &json!({"ok": true, "instances": instances}),
     ))
+}
+
+/// `{ok, version, started, uptime, places, instances}`: what this node runs, since when,
+/// where each store keeps its data, and how many instances of each type exist.
+async fn node(_: Admin, State(state): State<AppState>) -> ApiResult<Response> {
+    let all = state.services.registry.list_instances(None).await?;
+    let mut instances = serde_json::Map::new();
+    for kind in ServiceType::ALL {
+        let n = all.iter().filter(|i| i.kind() == kind).count();
+        instances.insert(kind.as_str().to_owned(), json!(n));
+    }
+    let places: serde_json::Map<String, Value> = state
+        .config
+        .places
+        .iter()
+        .map(|(k, v)| (k.clone(), Value::String(v.clone())))
+        .collect();
+    let now = state.clock.now_ms();
+    Ok(reply::json(
+        StatusCode::OK,
+        &json!({
+            "ok": true,
+            "version": env!("CARGO_PKG_VERSION"),
+            "started": time(Some(state.started_ms)),
+            "uptime": (now - state.started_ms).max(0) / 1000,
+            "places": places,
+            "instances": instances,
+        }),
+    ))
+}
+
+/// Longest life of a token minted by [`mint_token`], in seconds.
+const MAX_MINTED_TTL_S: u64 = 3600;
+/// Life of a minted token when the call names none, in seconds.
+const DEFAULT_MINTED_TTL_S: u64 = 900;
+
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct MintRequest {
+    ttl: Option<u64>,
+}
+
+/// 201 `{ok, token, key, expires}`: a short-lived access token for the application, signed
+/// with its newest key that is not revoked (what a holder of the admin token could do by
+/// revealing the key and signing, in one call). 409 when every key is revoked or there is
+/// none. `ttl` in seconds, 1 to 3600 (default 900), never past `--jwt-max-ttl`.
+async fn mint_token(
+    caller: Caller,
+    State(state): State<AppState>,
+    Path(name): Path<String>,
+    OptionalJson(body): OptionalJson<MintRequest>,
+) -> ApiResult<Response> {
+    let app = app_param(&name)?;
+    owned_app(&state, &caller, &app).await?;
+    let ttl = body.and_then(|b| b.ttl).unwrap_or(DEFAULT_MINTED_TTL_S);
+    if ttl == 0 || ttl > MAX_MINTED_TTL_S {
+        return Err(Error::Invalid(format!(
+            "ttl {ttl} is not valid: give a number of seconds from 1 to {MAX_MINTED_TTL_S}"
+        ))
+        .into());
+    }
+    let ttl = state
+        .config
+        .jwt_max_ttl
+        .map_or(ttl, |max| ttl.min(max.as_secs().max(1)));
+    let keys = state.services.registry.list_keys(&app).await?;
+    let key = keys
+        .iter()
+        .filter(|k| k.revoked_ms.is_none())
+        .max_by_key(|k| k.created_ms)
+        .ok_or_else(|| {
+            Error::Conflict(format!(
+                "application \"{app}\" has no access key that is not revoked: create one with \
+                 POST /_admin/apps/{app}/keys"
+            ))
+        })?;
+    let now_s = state.clock.now_ms() / 1000;
+    let exp_s = now_s + i64::try_from(ttl).unwrap_or(0);
+    let token = quintet_core::jwt::sign_hs256(
+        key.secret.expose().as_bytes(),
+        &json!({"sub": key.key.as_str(), "iat": now_s, "exp": exp_s}),
+    );
+    Ok(reply::json(
+        StatusCode::CREATED,
+        &json!({
+            "ok": true,
+            "token": token,
+            "key": key.key.as_str(),
+            "expires": time(Some(exp_s * 1000)),
+        }),
+    ))
+}
+
+/// `{ok, role: "admin"}`, or `{ok, role: "account", account}` for an account token: who
+/// the token signs in as (the console asks after sign-in).
+async fn me(caller: Caller, State(state): State<AppState>) -> ApiResult<Response> {
+    Ok(match caller {
+        Caller::Admin => reply::json(StatusCode::OK, &json!({"ok": true, "role": "admin"})),
+        Caller::Account(name) => {
+            let usage = fetch_account(&state, &name).await?;
+            reply::json(
+                StatusCode::OK,
+                &json!({"ok": true, "role": "account", "account": account_json(&usage)}),
+            )
+        }
+    })
+}
+
+fn account_token_json(t: &AccountToken) -> Value {
+    json!({
+        "id": t.id.as_str(),
+        "account": t.account,
+        "created": time(Some(t.created_ms)),
+        "revoked": time(t.revoked_ms),
+    })
+}
+
+/// 201 `{ok, id, token, created}`: a new account token, its text shown this once (only its
+/// digest is kept).
+async fn create_account_token(
+    _: Admin,
+    State(state): State<AppState>,
+    Path(name): Path<String>,
+) -> ApiResult<Response> {
+    let name = account_param(&name)?;
+    let (token, text) = AccountToken::generate(&name, state.clock.now_ms())?;
+    state.services.registry.create_account_token(&token).await?;
+    Ok(reply::json(
+        StatusCode::CREATED,
+        &json!({
+            "ok": true,
+            "id": token.id.as_str(),
+            "token": text,
+            "account": token.account,
+            "created": time(Some(token.created_ms)),
+        }),
+    ))
+}
+
+/// `{ok, tokens: [{id, account, created, revoked}]}`, oldest first, never their text.
+async fn list_account_tokens(
+    _: Admin,
+    State(state): State<AppState>,
+    Path(name): Path<String>,
+) -> ApiResult<Response> {
+    let name = account_param(&name)?;
+    let tokens = state.services.registry.list_account_tokens(&name).await?;
+    let tokens: Vec<Value> = tokens.iter().map(account_token_json).collect();
+    Ok(reply::json(
+        StatusCode::OK,
+        &json!({"ok": true, "tokens": tokens}),
+    ))
+}
+
+#[derive(Debug, Deserialize)]
+struct TokenPath {
+    account: String,
+    id: String,
+}
+
+/// `{ok}`: the token signs in nobody from now on. Revoking twice is fine.
+async fn revoke_account_token(
+    _: Admin,
+    State(state): State<AppState>,
+    Path(p): Path<TokenPath>,
+) -> ApiResult<Response> {
+    let account = account_param(&p.account)?;
+    let id: AccountTokenId =
+        p.id.parse()
+            .map_err(|_| quintet_core::account_tokens::token_missing(&account, &p.id))?;
+    state
+        .services
+        .registry
+        .revoke_account_token(&account, &id)
+        .await?;
+    Ok(reply::ok(StatusCode::OK))
 }

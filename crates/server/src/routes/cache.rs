@@ -35,6 +35,7 @@ pub(super) fn routes() -> Router<AppState> {
             "/cache/{instance}/{key}",
             get(get_entry).put(set).delete(remove),
         )
+        .route("/cache/{instance}/{key}/_ttl", get(remaining_ttl))
 }
 
 type CacheInst = Inst<kind::Cache>;
@@ -184,6 +185,34 @@ async fn get_entry(
     body.push_str(value.as_str());
     body.push('}');
     Ok(reply::json_text(StatusCode::CREATED, body))
+}
+
+/// `GET /cache/<c>/<key>/_ttl`: `{ok, key, expires, ttl}`, when the live entry expires
+/// (RFC 3339) and the whole seconds left, both `null` when it never does; 404 for a
+/// missing or expired key. Reading it is not a use of the entry.
+async fn remaining_ttl(
+    State(state): State<AppState>,
+    inst: CacheInst,
+    KeyParam(key): KeyParam,
+) -> ApiResult<Response> {
+    let expiry = state
+        .services
+        .cache
+        .expiry(&inst, &key)
+        .await?
+        .ok_or_else(|| quintet_core::cache::missing_key(&inst.name, &key))?;
+    let now = state.clock.now_ms();
+    let (expires, ttl) = match expiry {
+        Some(at) => (
+            serde_json::Value::String(quintet_core::clock::format_rfc3339_ms(at)),
+            serde_json::json!((at - now).max(0) / 1000),
+        ),
+        None => (serde_json::Value::Null, serde_json::Value::Null),
+    };
+    Ok(reply::json(
+        StatusCode::OK,
+        &serde_json::json!({"ok": true, "key": key.as_str(), "expires": expires, "ttl": ttl}),
+    ))
 }
 
 /// What a PUT does, and what it answers, in each address form: the domain form upserts

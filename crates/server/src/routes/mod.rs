@@ -31,6 +31,7 @@ pub fn router(state: AppState) -> Router {
         .merge(data::routes())
         .merge(feed::routes())
         .merge(search::routes())
+        .merge(crate::console::routes())
         .layer(DefaultBodyLimit::max(limit))
         .merge(storage::routes().layer(DefaultBodyLimit::disable()))
         .merge(archive::routes().layer(DefaultBodyLimit::disable()))

@@ -689,3 +689,30 @@ async fn the_application_form_put_updates_existing_keys_only() {
         )
     );
 }
+
+#[tokio::test]
+async fn the_remaining_time_to_live_of_an_entry() {
+    let (s, clock) = with_clock().await;
+    add(&s, "brief", json!({"v": 1}), Some("90s"))
+        .await
+        .expect(201);
+    add(&s, "lasting", json!({"v": 2}), None).await.expect(201);
+    let r = s.get("/cache/c/brief/_ttl").await.expect(200);
+    assert_eq!(
+        r.body,
+        json!({"ok": true, "key": "brief", "expires": "2023-11-14T22:14:50.000Z", "ttl": 90})
+    );
+    clock.advance(30_500);
+    let r = s.get("/cache/c/brief/_ttl").await.expect(200);
+    assert_eq!(r.body["ttl"], 59);
+    let r = s.get("/cache/c/lasting/_ttl").await.expect(200);
+    assert_eq!(
+        r.body,
+        json!({"ok": true, "key": "lasting", "expires": null, "ttl": null})
+    );
+    clock.advance(59_500);
+    let r = s.get("/cache/c/brief/_ttl").await.expect(404);
+    assert_eq!(r.body, missing("brief"));
+    s.get("/cache/c/nope/_ttl").await.expect(404);
+    s.get("/cache/c/Bad/_ttl").await.expect(422);
+}

@@ -4,10 +4,13 @@
 
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
 
+mod account_tokens;
 mod admin;
 mod auth;
 mod browser;
 mod cache;
+mod console;
+mod console_browser;
 mod data;
 mod feed;
 mod http;

@@ -1,0 +1,473 @@
+//! The management console in a real headless Chromium (WebDriver through chromedriver):
+//! the flows a person walks, end to end, against a real node. Screenshots of each page are
+//! taken on every run; with `UPDATE_SCREENSHOTS=1` they replace those in `docs/console/`.
+//! Skipped when Chromium is not installed, unless `REQUIRE_BROWSER=1` (`scripts/test`).
+
+use std::path::PathBuf;
+
+use quintet_testkit::{
+    Answer, PrivateTargetsArg, TestServer, Worker, browser::Browser, eventually,
+};
+use reqwest::Method;
+use serde_json::json;
+
+/// Where screenshots go: `docs/console/` when updating them, else a directory that is
+/// thrown away.
+fn shots() -> (PathBuf, Option<tempfile::TempDir>) {
+    if std::env::var("UPDATE_SCREENSHOTS").is_ok_and(|v| v == "1") {
+        let dir = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../../docs/console");
+        (dir, None)
+    } else {
+        let t = tempfile::tempdir().unwrap();
+        (t.path().to_owned(), Some(t))
+    }
+}
+
+async fn server() -> TestServer {
+    TestServer::builder()
+        .args(|a| a.queue_private_targets = Some(PrivateTargetsArg::Allow))
+        .start()
+        .await
+}
+
+/// Sign in with the keyboard alone: the token field has the focus, Enter submits.
+async fn sign_in(b: &Browser, s: &TestServer) {
+    b.goto(&s.url("/_console/")).await;
+    b.find("#token").await;
+    b.keys(&format!("{}\u{E007}", s.admin_token())).await;
+    b.find("#version").await;
+}
+
+/// A token signed with the key in a connection string `cloud://key:secret@host/app`.
+fn token_of(cs: &str) -> String {
+    let rest = cs.strip_prefix("cloud://").unwrap();
+    let (creds, _) = rest.split_once('@').unwrap();
+    let (key, secret) = creds.split_once(':').unwrap();
+    let now = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .unwrap()
+        .as_secs();
+    quintet_core::jwt::sign_hs256(
+        secret.as_bytes(),
+        &json!({"sub": key, "iat": now, "exp": now + 600}),
+    )
+}
+
+#[tokio::test]
+async fn a_wrong_admin_token_shows_nothing() {
+    let s = server().await;
+    let Some(b) = Browser::start(1280, 800).await else {
+        return;
+    };
+    let (dir, _keep) = shots();
+    b.goto(&s.url("/_console/")).await;
+    b.fill("#token", "not-the-admin-token").await;
+    b.click("form.signin button[type=submit]").await;
+    b.wait_text("That token is not valid").await;
+    assert!(b.try_find("nav.nav").await.is_none());
+    let text = b.page_text().await;
+    for hidden in ["Overview", "Accounts", "Sign out", "Version"] {
+        assert!(!text.contains(hidden), "{hidden} shown: {text}");
+    }
+    // Nothing of the token stays in the tab, the URL or a cookie.
+    let left = b
+        .exec(
+            "return [sessionStorage.length, document.cookie, location.href]",
+            json!([]),
+        )
+        .await;
+    assert_eq!(left[0], 0);
+    assert_eq!(left[1], "");
+    assert!(!left[2].as_str().unwrap().contains("not-the-admin-token"));
+    b.screenshot(&dir.join("sign-in.png")).await;
+    b.quit().await;
+}
+
+#[tokio::test]
+async fn a_person_runs_every_service_from_the_console() {
+    let s = server().await;
+    let Some(b) = Browser::start(1280, 800).await else {
+        return;
+    };
+    let (dir, _keep) = shots();
+    let page = |p: &str| s.url(&format!("/_console/#/{p}"));
+    sign_in(&b, &s).await;
+    b.wait_text("embedded: SQLite in the data directory").await;
+    // The token is in the tab's session storage, not in the URL or a cookie.
+    let stored = b
+        .exec("return [sessionStorage.getItem('quintet.console.token'), document.cookie, location.href]", json!([]))
+        .await;
+    assert_eq!(stored[0], s.admin_token());
+    assert_eq!(stored[1], "");
+    assert!(!stored[2].as_str().unwrap().contains(s.admin_token()));
+    b.wait_text("Requests/s").await;
+    b.screenshot(&dir.join("overview.png")).await;
+
+    // An account, then an application of it.
+    b.goto(&page("accounts")).await;
+    b.wait_text("No accounts yet").await;
+    b.fill("form[aria-label='create an account'] [name=name]", "acme")
+        .await;
+    b.click_text("button", "Create account").await;
+    b.wait_text("0 of 3 applications").await;
+    b.goto(&page("apps")).await;
+    b.fill(
+        "form[aria-label='create an application'] [name=name]",
+        "shop",
+    )
+    .await;
+    b.click_text("button", "Create application").await;
+    b.wait_text("none yet: create some on the Instances page")
+        .await;
+    b.goto(&page("accounts")).await;
+    b.wait_text("1 of 3 applications").await;
+    b.screenshot(&dir.join("accounts.png")).await;
+
+    // A key: shown once; the list redacts it; Copy puts the full string on the clipboard.
+    b.grant_clipboard().await;
+    b.goto(&page("keys?app=shop")).await;
+    b.wait_text("has no keys").await;
+    b.click("#create-key").await;
+    b.find("#new-cs").await;
+    let cs = b
+        .exec(
+            "return document.querySelector('#new-cs').textContent",
+            json!([]),
+        )
+        .await
+        .as_str()
+        .unwrap()
+        .to_owned();
+    assert!(cs.starts_with("cloud://"), "{cs}");
+    let secret = b
+        .exec(
+            "return document.querySelector('#new-secret').textContent",
+            json!([]),
+        )
+        .await
+        .as_str()
+        .unwrap()
+        .to_owned();
+    b.wait_text("****").await;
+    b.screenshot(&dir.join("keys-created.png")).await;
+    b.click_text("button", "Done, hide it").await;
+    let text = b.page_text().await;
+    assert!(!text.contains(&secret), "the secret stays on the page");
+    assert!(
+        text.contains(&format!("****{}", &secret[secret.len() - 4..])),
+        "{text}"
+    );
+    b.click("button[data-copy]").await;
+    b.wait_text("Copied to the clipboard").await;
+    assert_eq!(b.clipboard().await, cs);
+    assert!(!b.page_text().await.contains(&secret));
+    b.screenshot(&dir.join("keys.png")).await;
+
+    // Instances of every type; the queue's worker fails every job with 500.
+    let worker = Worker::start(Answer::Status(500, "worker exploded".into())).await;
+    for (kind, name, extra) in [
+        ("data", "movies", vec![]),
+        ("cache", "sessions", vec![]),
+        (
+            "search",
+            "films",
+            vec![("fields", "title, plot"), ("storeFields", "title")],
+        ),
+        ("queue", "jobs", vec![("target", worker.url())]),
+        ("storage", "files", vec![]),
+    ] {
+        b.goto(&page(&format!("instances?app=shop&type={kind}")))
+            .await;
+        b.find("#new-type").await;
+        b.fill("form[aria-label='create an instance'] [name=name]", name)
+            .await;
+        for (field, value) in extra {
+            b.fill(
+                &format!("form[aria-label='create an instance'] [name={field}]"),
+                value,
+            )
+            .await;
+        }
+        b.click_text("button", "Create instance").await;
+        b.wait_text(&format!("{kind} instance “{name}” created"))
+            .await;
+    }
+    b.screenshot(&dir.join("instances.png")).await;
+
+    // The key works from a plain request.
+    let token = token_of(&cs);
+    let r = s
+        .send(
+            s.request(Method::POST, "/shop/data/movies")
+                .bearer_auth(&token)
+                .json(&json!({"_id": "alien", "title": "Alien", "year": 1979})),
+        )
+        .await
+        .expect(201);
+    assert_eq!(r.body["id"], "alien");
+    for (id, year) in [("brazil", 1985), ("heat", 1995)] {
+        s.send(
+            s.request(Method::POST, "/shop/data/movies")
+                .bearer_auth(&token)
+                .json(&json!({"_id": id, "title": id, "year": year})),
+        )
+        .await
+        .expect(201);
+    }
+
+    // Data: the documents, a query checked before it is sent, an edit.
+    b.goto(&page("data?app=shop&instance=movies")).await;
+    b.wait_text("alien").await;
+    b.fill("#mango", "{\"selector\": ").await;
+    b.wait_text("Not valid JSON").await;
+    b.fill(
+        "#mango",
+        r#"{"selector": {"year": {"$gt": 1980}}, "sort": ["_id"]}"#,
+    )
+    .await;
+    b.click("#run-query").await;
+    b.wait_text("2 document(s)").await;
+    b.screenshot(&dir.join("data.png")).await;
+    b.click_text("button.link", "alien").await;
+    b.fill(
+        "#doc-json",
+        r#"{"_id": "alien", "title": "Alien", "year": 1979, "seen": true}"#,
+    )
+    .await;
+    b.click_text("#doc-editor button", "Save").await;
+    b.wait_text("Document alien saved").await;
+    let r = s
+        .send(
+            s.request(Method::GET, "/shop/data/movies/alien")
+                .bearer_auth(&token),
+        )
+        .await;
+    assert_eq!(r.body["doc"]["seen"], true);
+
+    // Cache: set with a TTL, query by pattern, view.
+    b.goto(&page("cache?app=shop&instance=sessions")).await;
+    b.wait_text("No entries yet").await;
+    b.fill("form[aria-label='set an entry'] [name=key]", "user-1")
+        .await;
+    b.fill(
+        "form[aria-label='set an entry'] [name=value]",
+        r#"{"name": "Ada"}"#,
+    )
+    .await;
+    b.fill("form[aria-label='set an entry'] [name=ttl]", "10m")
+        .await;
+    b.click_text("button", "Set").await;
+    b.wait_text("Entry user-1 set").await;
+    b.goto(&page("cache?app=shop&instance=sessions&pattern=user-*"))
+        .await;
+    b.click_text("button.link", "user-1").await;
+    b.wait_text("Entry user-1").await;
+    b.wait_text("\"Ada\"").await;
+    b.wait_text("Expires in ").await;
+    b.screenshot(&dir.join("cache.png")).await;
+
+    // Search: add a document, find it despite a typo, with its score and terms.
+    b.goto(&page("search?app=shop&instance=films")).await;
+    b.fill("form[aria-label='add a document'] [name=key]", "gb")
+        .await;
+    b.fill(
+        "form[aria-label='add a document'] [name=doc]",
+        r#"{"title": "Ghostbusters", "plot": "Three parapsychologists catch ghosts."}"#,
+    )
+    .await;
+    b.click_text("button", "Add document").await;
+    b.wait_text("Document gb added").await;
+    b.goto(&page("search?app=shop&instance=films&q=ghostbustres"))
+        .await;
+    b.wait_text("ghostbusters").await;
+    b.screenshot(&dir.join("search.png")).await;
+
+    // Queue: a test job fails against the worker; its answer shows; retried, it is done.
+    b.goto(&page("queue?app=shop&instance=jobs")).await;
+    b.wait_text("Deliveries are not signed").await;
+    b.click("#send-test").await;
+    worker.wait_for(1).await;
+    eventually("the job failed", || async {
+        let r = s
+            .send(
+                s.request(Method::GET, "/shop/queue/jobs/_jobs?status=ERROR")
+                    .bearer_auth(&token),
+            )
+            .await;
+        r.body["jobs"].as_array().is_some_and(|j| j.len() == 1)
+    })
+    .await;
+    b.goto(&page("queue?app=shop&instance=jobs&status=READY"))
+        .await;
+    b.goto(&page("queue?app=shop&instance=jobs&status=ERROR"))
+        .await;
+    // A worker at a private address: its status is recorded, not its body.
+    b.wait_text("the worker answered 500").await;
+    b.screenshot(&dir.join("queue.png")).await;
+    worker.set_answer(Answer::Status(200, "{}".into()));
+    b.click("button[data-retry]").await;
+    worker.wait_for(2).await;
+    eventually("the retried job is done", || async {
+        let r = s
+            .send(
+                s.request(Method::GET, "/shop/queue/jobs/_jobs")
+                    .bearer_auth(&token),
+            )
+            .await;
+        r.body["jobs"].as_array().is_some_and(Vec::is_empty)
+    })
+    .await;
+
+    // Storage: upload with progress, into a folder; download; a pre-signed URL.
+    let bytes: Vec<u8> = (0..600_000u32).map(|i| (i % 251) as u8).collect();
+    let tmp = tempfile::tempdir().unwrap();
+    let file = tmp.path().join("report.bin");
+    std::fs::write(&file, &bytes).unwrap();
+    b.goto(&page("storage?app=shop&instance=files")).await;
+    b.wait_text("No objects yet").await;
+    b.type_into("#upload-file", file.to_str().unwrap()).await;
+    b.fill(
+        "form[aria-label='upload a file'] [name=path]",
+        "docs/report.bin",
+    )
+    .await;
+    b.click_text("button", "Upload").await;
+    b.wait_text("docs/report.bin uploaded").await;
+    let progress = b
+        .exec(
+            "return document.querySelector('#upload-progress').value",
+            json!([]),
+        )
+        .await;
+    assert_eq!(progress, json!(1));
+    b.wait_text("100%").await;
+    b.click_text("button.link", "📁 docs/").await;
+    b.wait_text("report.bin").await;
+    b.screenshot(&dir.join("storage.png")).await;
+    b.click("button[data-download]").await;
+    assert_eq!(b.downloaded("report.bin").await, bytes);
+    b.click("button[data-presign]").await;
+    b.wait_text("Pre-signed URL copied").await;
+    let url = b.clipboard().await;
+    assert!(url.contains("/_presigned/"), "{url}");
+    let got = s.http().get(&url).send().await.unwrap();
+    assert_eq!(got.status(), 200);
+    assert_eq!(got.bytes().await.unwrap().to_vec(), bytes);
+
+    // Revoke the key: asked first; then requests with it are refused.
+    b.goto(&page("keys?app=shop")).await;
+    b.click("button[data-revoke]").await;
+    b.click_text("dialog button", "Revoke").await;
+    b.wait_text("revoked").await;
+    s.send(
+        s.request(Method::GET, "/shop/data/movies/alien")
+            .bearer_auth(&token),
+    )
+    .await
+    .expect(401);
+
+    // A phone's screen.
+    b.set_size(390, 844).await;
+    b.goto(&page("overview")).await;
+    b.find("#version").await;
+    b.screenshot(&dir.join("overview-phone.png")).await;
+    b.goto(&page("keys?app=shop")).await;
+    b.wait_text("****").await;
+    b.screenshot(&dir.join("keys-phone.png")).await;
+
+    // Signing out forgets the token.
+    b.click("#signout").await;
+    b.find("#token").await;
+    let left = b.exec("return sessionStorage.length", json!([])).await;
+    assert_eq!(left, 0);
+    b.quit().await;
+}
+
+#[tokio::test]
+async fn an_account_signs_in_to_its_own_applications() {
+    let s = server().await;
+    for name in ["acme", "rival"] {
+        s.admin(
+            Method::POST,
+            "/_admin/accounts",
+            Some(json!({"name": name})),
+        )
+        .await
+        .expect(201);
+    }
+    s.admin(
+        Method::POST,
+        "/_admin/apps",
+        Some(json!({"name": "rival-shop", "account": "rival"})),
+    )
+    .await
+    .expect(201);
+    let Some(b) = Browser::start(1280, 800).await else {
+        return;
+    };
+    let (dir, _keep) = shots();
+    let page = |p: &str| s.url(&format!("/_console/#/{p}"));
+
+    // The admin issues acme a token on the Accounts page.
+    sign_in(&b, &s).await;
+    b.goto(&page("accounts")).await;
+    b.click("button[data-tokens-of=acme]").await;
+    b.wait_text("No tokens: issue one").await;
+    b.click("button[data-issue=acme]").await;
+    b.find("#new-account-token").await;
+    let token = b
+        .exec(
+            "return document.querySelector('#new-account-token').textContent",
+            json!([]),
+        )
+        .await
+        .as_str()
+        .unwrap()
+        .to_owned();
+    assert!(token.starts_with("qat_"), "{token}");
+    b.screenshot(&dir.join("account-tokens.png")).await;
+    b.click("#signout").await;
+
+    // acme signs in with it: no overview, its own account and applications only.
+    b.fill("#token", &token).await;
+    b.click("form.signin button[type=submit]").await;
+    b.wait_text("account acme").await;
+    assert!(b.try_find("a[data-page=overview]").await.is_none());
+    b.goto(&page("apps")).await;
+    b.fill(
+        "form[aria-label='create an application'] [name=name]",
+        "shop",
+    )
+    .await;
+    b.click_text("button", "Create application").await;
+    b.wait_text("Application “shop” created").await;
+    b.wait_text("none yet: create some on the Instances page")
+        .await;
+    assert!(!b.page_text().await.contains("rival-shop"));
+    b.screenshot(&dir.join("account-apps.png")).await;
+    b.goto(&page("accounts")).await;
+    b.wait_text("Your account").await;
+    b.wait_text("1 of 3 applications").await;
+    assert!(!b.page_text().await.contains("rival"));
+    b.goto(&page("keys?app=shop")).await;
+    b.click("#create-key").await;
+    b.find("#new-cs").await;
+    // Another account's application does not exist for it.
+    b.goto(&page("keys?app=rival-shop")).await;
+    b.wait_text("application \"rival-shop\" does not exist")
+        .await;
+
+    // Revoked by the admin: the next call signs the page out.
+    let id = token.split_once('.').unwrap().0;
+    s.admin(
+        Method::DELETE,
+        &format!("/_admin/accounts/acme/tokens/{id}"),
+        None,
+    )
+    .await
+    .expect(200);
+    b.goto(&page("apps")).await;
+    b.wait_text("no longer accepted").await;
+    b.find("#token").await;
+    b.quit().await;
+}
