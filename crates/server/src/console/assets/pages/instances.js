@@ -28,7 +28,8 @@ export async function render(body, ctx) {
       field('Secret (signs deliveries)', { name: 'secret', type: 'password', autocomplete: 'off' }),
       field('Concurrency', { name: 'concurrency', type: 'number', min: 1, max: 256, placeholder: '8' }),
       field('Timeout (s)', { name: 'timeout', type: 'number', min: 1, max: 3600, placeholder: '30' }),
-      field('Retries', { name: 'retries', type: 'number', min: 0, max: 25, placeholder: '5' })],
+      field('Retries', { name: 'retries', type: 'number', min: 0, max: 25, placeholder: '5' }),
+      h('label', { class: 'field' }, h('span', {}, 'Sign the job id too'), h('input', { type: 'checkbox', name: 'signJobId' }))],
   };
   let rows;
   body.append(h('div', { class: 'picker' }, h('label', {}, 'Application ', sel)));
@@ -45,6 +46,7 @@ export async function render(body, ctx) {
       config = { target: val(f, 'target') };
       if (val(f, 'secret')) config.secret = val(f, 'secret');
       for (const k of ['concurrency', 'timeout', 'retries']) if (val(f, k)) config[k] = Number(val(f, k));
+      if (f.querySelector('[name=signJobId]').checked) config.signJobId = true;
     }
     await svc(app, 'PUT', `/${type}/${enc(val(f, 'name'))}`, config);
     toast(`${type} instance “${val(f, 'name')}” created`);
