@@ -675,3 +675,27 @@ async fn a_thousand_event_streams_stay_small() {
     })
     .await;
 }
+
+/// A node shutting down ends its streams at once (their clients reconnect elsewhere and
+/// resume) instead of waiting out the shutdown timeout for them.
+#[tokio::test]
+async fn shutting_down_ends_open_streams() {
+    let mut s = TestServer::builder()
+        .args(|a| a.shutdown_timeout = Some(3_600))
+        .start()
+        .await;
+    let d = data_instance(&s).await;
+    let mut lines = Stream::open(
+        &s,
+        s.request(Method::GET, &format!("/data/{d}/_changes?feed=continuous")),
+    )
+    .await;
+    let mut events = Stream::open(
+        &s,
+        s.request(Method::GET, &format!("/data/{d}/_changes?feed=eventsource")),
+    )
+    .await;
+    s.stop().await;
+    assert!(lines.line().await.is_none());
+    assert!(events.event().await.is_none());
+}
