@@ -146,13 +146,13 @@ fn transfer(secs: f64, bytes: u64, rss_growth: Option<u64>) -> Measurement {
 }
 
 /// Samples the server's resident memory until stopped; reports the largest growth.
-struct RssWatch {
+pub(super) struct RssWatch {
     stop: Arc<AtomicBool>,
     task: tokio::task::JoinHandle<Option<u64>>,
 }
 
 impl RssWatch {
-    fn start(ctx: &Ctx) -> Self {
+    pub(super) fn start(ctx: &Ctx) -> Self {
         let server = Arc::clone(&ctx.server);
         let stop = Arc::new(AtomicBool::new(false));
         let flag = Arc::clone(&stop);
@@ -168,7 +168,7 @@ impl RssWatch {
         Self { stop, task }
     }
 
-    async fn stop(self) -> Option<u64> {
+    pub(super) async fn stop(self) -> Option<u64> {
         self.stop.store(true, Ordering::Relaxed);
         self.task.await.ok().flatten()
     }
@@ -223,7 +223,7 @@ impl Body for Repeat {
     }
 }
 
-async fn connect<B>(addr: &str) -> anyhow::Result<http1::SendRequest<B>>
+pub(super) async fn connect<B>(addr: &str) -> anyhow::Result<http1::SendRequest<B>>
 where
     B: Body + Send + 'static,
     B::Data: Send,

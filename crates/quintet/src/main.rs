@@ -40,6 +40,12 @@ fn main() -> ExitCode {
         Command::Cert(args) => quintet::cert::run(args),
         Command::Export(args) => quintet::transfer::run_export(args),
         Command::Import(args) => quintet::transfer::run_import(args),
+        Command::Migrate(args) => {
+            // The target's stores are created here: for their user only, as by `serve`.
+            #[cfg(unix)]
+            rustix::process::umask(rustix::fs::Mode::from_raw_mode(0o077));
+            quintet::transfer::run_migrate(args)
+        }
     };
     match result {
         Ok(()) => ExitCode::SUCCESS,

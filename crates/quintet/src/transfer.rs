@@ -7,6 +7,10 @@
 //! checked, so a file named `FILE` is always whole. The import checks the whole file before
 //! sending a byte of it (a damaged archive changes nothing), then streams it. Progress goes
 //! to stderr: one updating line on a terminal, JSON lines otherwise.
+//!
+//! `quintet migrate` does both in one process, between two nodes that are not running: it
+//! opens each (a data directory, or a node's TOML file), streams the export of one into
+//! the import of the other through their ports, and prints the verification.
 
 use std::{
     io::{IsTerminal, Write as _},
@@ -21,7 +25,15 @@ use quintet_core::archive::Decoder;
 use serde_json::Value;
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 
-use crate::admin::{Conn, runtime, table};
+use std::sync::Arc;
+
+use quintet_core::SystemClock;
+use quintet_server::archive::{self, ExportOptions, ImportOptions, Importer};
+
+use crate::{
+    admin::{Conn, runtime, table},
+    node::Node,
+};
 
 /// The longest an export or import may take.
 const TRANSFER_TIMEOUT: Duration = Duration::from_secs(7 * 24 * 3600);
@@ -60,6 +72,27 @@ pub struct ImportArgs {
     /// How to reach the server.
     #[command(flatten)]
     pub conn: Conn,
+}
+
+/// `quintet migrate`
+#[derive(Debug, Args)]
+pub struct MigrateArgs {
+    /// Where the contents are: a data directory (an embedded node on it) or the TOML file
+    /// of a node (as `quintet serve --config FILE` reads it)
+    #[arg(long, value_name = "DIR|FILE")]
+    pub from: PathBuf,
+    /// Where they go: a data directory or a node's TOML file, as for --from
+    #[arg(long, value_name = "DIR|FILE")]
+    pub to: PathBuf,
+    /// Carry access keys' and queues' secrets too
+    #[arg(long)]
+    pub include_secrets: bool,
+    /// Add to existing applications and instances instead of refusing them
+    #[arg(long)]
+    pub merge: bool,
+    /// Print the report as JSON
+    #[arg(long)]
+    pub json: bool,
 }
 
 /// Progress on stderr, at most once a second.
@@ -296,6 +329,106 @@ async fn import(args: ImportArgs) -> anyhow::Result<()> {
         return Ok(());
     }
     print!("{}", report_text(&value));
+    Ok(())
+}
+
+/// Run `quintet migrate`.
+pub fn run_migrate(args: MigrateArgs) -> anyhow::Result<()> {
+    tokio::runtime::Builder::new_multi_thread()
+        .enable_all()
+        .build()
+        .context("cannot start the async runtime")?
+        .block_on(migrate(args))
+}
+
+/// Open the node `place` names: an embedded node on a data directory, or the node of a
+/// TOML file, read as `quintet serve --data-dir DIR` or `quintet serve --config FILE` would
+/// (the `QUINTET_*` variables apply). Neither may be running (each locks its directory).
+async fn open_node(place: &Path) -> anyhow::Result<Node> {
+    let flag = if place.is_file() {
+        "--config"
+    } else {
+        "--data-dir"
+    };
+    let cli = crate::command::try_parse_from([
+        std::ffi::OsStr::new("quintet"),
+        std::ffi::OsStr::new("serve"),
+        std::ffi::OsStr::new(flag),
+        place.as_os_str(),
+    ])?;
+    let crate::command::Command::Serve(args) = cli.command else {
+        bail!("internal: serve settings expected");
+    };
+    let config = args.resolve()?;
+    Node::open(&config, Arc::new(SystemClock))
+        .await
+        .with_context(|| format!("cannot open the node of {}", place.display()))
+}
+
+async fn migrate(args: MigrateArgs) -> anyhow::Result<()> {
+    let from = open_node(&args.from).await?;
+    let to = match open_node(&args.to).await {
+        Ok(to) => to,
+        Err(e) => {
+            from.close().await?;
+            return Err(e);
+        }
+    };
+    let options = ExportOptions {
+        app: None,
+        secrets: args.include_secrets,
+    };
+    let mut rx = archive::export(from.state().clone(), options);
+    let mut importer = Importer::new(
+        to.state().clone(),
+        ImportOptions {
+            app: None,
+            merge: args.merge,
+        },
+    );
+    let mut progress = Progress::new("migrated", None);
+    let mut failed = None;
+    while let Some(chunk) = rx.recv().await {
+        let fed = match chunk {
+            Ok(bytes) => {
+                progress.add(bytes.len());
+                importer.feed(&bytes).await
+            }
+            Err(e) => Err(quintet_core::Error::internal(format!(
+                "the export failed: {e}"
+            ))),
+        };
+        if let Err(e) = fed {
+            failed = Some(importer.fail(e).await);
+            break;
+        }
+    }
+    let report = match failed {
+        Some(e) => Err(e),
+        None => importer.finish().await,
+    };
+    progress.show(true);
+    let closed_from = from.close().await;
+    let closed_to = to.close().await;
+    let report = report.map_err(|e| {
+        anyhow::anyhow!(
+            "{e}; nothing was kept in {}{}",
+            args.to.display(),
+            if args.merge {
+                " except what --merge had already written into existing instances"
+            } else {
+                ""
+            }
+        )
+    })?;
+    closed_from?;
+    closed_to?;
+    let value = serde_json::to_value(&report)?;
+    if args.json {
+        println!("{}", serde_json::to_string_pretty(&value)?);
+    } else {
+        print!("{}", report_text(&value));
+    }
     Ok(())
 }
 

@@ -55,17 +55,51 @@ pub struct ExportOptions {
 /// Where export records go: the response body, or nowhere (to tally what a node holds).
 trait Sink: Send {
     fn send(&mut self, bytes: Bytes) -> impl std::future::Future<Output = Result<()>> + Send;
+
+    /// Hand on what is buffered.
+    fn flush(&mut self) -> impl std::future::Future<Output = Result<()>> + Send {
+        async { Ok(()) }
+    }
 }
 
-/// Records to a channel the response body drains; a closed channel means the client left.
-struct ChannelSink(mpsc::Sender<std::io::Result<Bytes>>);
+/// Bytes gathered before they are handed to the channel: one message per record would
+/// cost a wake-up and a body frame per document.
+const FLUSH_BYTES: usize = 64 * 1024;
 
-impl Sink for ChannelSink {
-    async fn send(&mut self, bytes: Bytes) -> Result<()> {
-        self.0
+/// Records to a channel the response body drains; a closed channel means the client left.
+struct ChannelSink {
+    tx: mpsc::Sender<std::io::Result<Bytes>>,
+    buf: bytes::BytesMut,
+}
+
+impl ChannelSink {
+    async fn hand_on(&mut self, bytes: Bytes) -> Result<()> {
+        self.tx
             .send(Ok(bytes))
             .await
             .map_err(|_| Error::BadRequest("the client stopped reading the export".into()))
+    }
+}
+
+impl Sink for ChannelSink {
+    async fn send(&mut self, bytes: Bytes) -> Result<()> {
+        if self.buf.is_empty() && bytes.len() >= FLUSH_BYTES {
+            return self.hand_on(bytes).await;
+        }
+        self.buf.extend_from_slice(&bytes);
+        if self.buf.len() >= FLUSH_BYTES {
+            let chunk = self.buf.split().freeze();
+            self.hand_on(chunk).await?;
+        }
+        Ok(())
+    }
+
+    async fn flush(&mut self) -> Result<()> {
+        if self.buf.is_empty() {
+            return Ok(());
+        }
+        let chunk = self.buf.split().freeze();
+        self.hand_on(chunk).await
     }
 }
 
@@ -83,7 +117,10 @@ impl Sink for NullSink {
 pub fn export(state: AppState, options: ExportOptions) -> mpsc::Receiver<std::io::Result<Bytes>> {
     let (tx, rx) = mpsc::channel(8);
     tokio::spawn(async move {
-        let mut sink = ChannelSink(tx.clone());
+        let mut sink = ChannelSink {
+            tx: tx.clone(),
+            buf: bytes::BytesMut::new(),
+        };
         if let Err(e) = write_archive(&state, &options, &mut sink).await {
             tracing::error!(error = %e, "export failed");
             let _ = tx.send(Err(std::io::Error::other(e.to_string()))).await;
@@ -168,7 +205,8 @@ async fn write_archive(
         let tally = walk_instance(state, &instance, &mut enc, sink, true).await?;
         sink.send(enc.json(Kind::InstanceEnd, &tally)?).await?;
     }
-    sink.send(enc.finish()?).await
+    sink.send(enc.finish()?).await?;
+    sink.flush().await
 }
 
 /// The tally of what `instance` holds now, as an export would count it.
