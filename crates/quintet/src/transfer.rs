@@ -1,7 +1,9 @@
 //! `quintet export` and `quintet import`: the portable archive (`docs/archive.md`) between a
 //! file and a running server's admin API (`GET /_admin/export`, `POST /_admin/import`),
 //! which reads and writes through the node's ports, whatever engines it runs on. The
-//! server is found as the other admin commands find it ([`crate::admin`]).
+//! server is found as the other admin commands find it ([`crate::admin`]); when none runs
+//! on the data directory and no `--url` is given, the node is opened here instead (as
+//! `quintet serve` would open it) and the same exporter or importer runs in-process.
 //!
 //! The export is written to `FILE.partial` and renamed once its end record arrived and
 //! checked, so a file named `FILE` is always whole. The import checks the whole file before
@@ -160,7 +162,34 @@ async fn export(args: ExportArgs) -> anyhow::Result<()> {
             args.to.display()
         );
     }
-    let admin = args.conn.connect()?;
+    if let Some(dir) = stopped_node(&args.conn)? {
+        let node = open_node(&dir).await?;
+        let options = ExportOptions {
+            app: args
+                .app
+                .as_deref()
+                .map(str::parse)
+                .transpose()
+                .map_err(|e: quintet_core::Error| anyhow::anyhow!("{e}"))?,
+            secrets: args.include_secrets,
+        };
+        let checked = archive::check_export(node.state(), &options).await;
+        let written = match checked {
+            Ok(()) => {
+                let rx = archive::export(node.state().clone(), options);
+                let body = futures_util::stream::unfold(rx, |mut rx| async {
+                    rx.recv()
+                        .await
+                        .map(|item| (item.map_err(anyhow::Error::from), rx))
+                });
+                write_archive(&args, Box::pin(body)).await
+            }
+            Err(e) => Err(anyhow::anyhow!("{e}")),
+        };
+        node.close().await?;
+        return written;
+    }
+    let admin = args.conn.clone().connect()?;
     let mut url = format!("{}/_admin/export", admin.base);
     let mut params = Vec::new();
     if let Some(app) = &args.app {
@@ -187,6 +216,44 @@ async fn export(args: ExportArgs) -> anyhow::Result<()> {
         let msg = value["msg"].as_str().unwrap_or(text.as_str());
         bail!("{msg} (HTTP {})", status.as_u16());
     }
+    let body = res.bytes_stream().map(|chunk| {
+        chunk.context(
+            "the export broke off before its end (the server's log says why); nothing was kept",
+        )
+    });
+    write_archive(&args, Box::pin(body)).await
+}
+
+/// Archive bytes as they arrive, from the server or from a node opened here.
+type Incoming =
+    std::pin::Pin<Box<dyn futures_util::Stream<Item = anyhow::Result<bytes::Bytes>> + Send>>;
+
+/// The data directory of the node to open here, when no server is asked for (`--url`) and
+/// none is recorded as running on the directory (`server.json`).
+fn stopped_node(conn: &Conn) -> anyhow::Result<Option<PathBuf>> {
+    if conn.url.is_some() {
+        return Ok(None);
+    }
+    let file_dir = match &conn.config {
+        Some(path) => crate::cli::read_file(path)?.data_dir,
+        None => None,
+    };
+    let dir = conn
+        .data_dir
+        .clone()
+        .or(file_dir)
+        .unwrap_or_else(|| PathBuf::from("quintet-data"));
+    if crate::discovery::Record::read(&dir).is_some() {
+        return Ok(None);
+    }
+    Ok(Some(match &conn.config {
+        Some(config) if conn.data_dir.is_none() => config.clone(),
+        _ => dir,
+    }))
+}
+
+/// Write `body` to `args.to` through `FILE.partial`, checking it as it arrives.
+async fn write_archive(args: &ExportArgs, mut body: Incoming) -> anyhow::Result<()> {
     let partial = partial_path(&args.to);
     let mut options = tokio::fs::OpenOptions::new();
     options.write(true).create_new(true);
@@ -201,12 +268,8 @@ async fn export(args: ExportArgs) -> anyhow::Result<()> {
     let written = async {
         let mut decoder = Decoder::new();
         let mut progress = Progress::new("exported", None);
-        let mut body = res.bytes_stream();
         while let Some(chunk) = body.next().await {
-            let chunk = chunk.context(
-                "the export broke off before its end (the server's log says why); \
-                 nothing was kept",
-            )?;
+            let chunk = chunk?;
             decoder.feed(&chunk);
             while decoder.next_record()?.is_some() {}
             file.write_all(&chunk).await?;
@@ -269,6 +332,33 @@ async fn import(args: ImportArgs) -> anyhow::Result<()> {
     let size = check_file(&args.file)
         .await
         .with_context(|| format!("{} cannot be imported", args.file.display()))?;
+    if let Some(dir) = stopped_node(&args.conn)? {
+        let json = args.conn.json;
+        let node = open_node(&dir).await?;
+        let options = ImportOptions {
+            app: args
+                .app
+                .as_deref()
+                .map(str::parse)
+                .transpose()
+                .map_err(|e: quintet_core::Error| anyhow::anyhow!("{e}"))?,
+            merge: args.merge,
+        };
+        let report = import_here(&node, options, &args.file, size).await;
+        node.close().await?;
+        let value = serde_json::to_value(report.map_err(|e| {
+            anyhow::anyhow!(
+                "{e}; nothing of the archive was kept{}",
+                merge_note(args.merge)
+            )
+        })?)?;
+        if json {
+            println!("{}", serde_json::to_string_pretty(&value)?);
+        } else {
+            print!("{}", report_text(&value));
+        }
+        return Ok(());
+    }
     let admin = args.conn.connect()?;
     let json = admin.json;
     let mut params = Vec::new();
@@ -330,6 +420,46 @@ async fn import(args: ImportArgs) -> anyhow::Result<()> {
     }
     print!("{}", report_text(&value));
     Ok(())
+}
+
+fn merge_note(merge: bool) -> &'static str {
+    if merge {
+        " except what --merge had already written into existing instances"
+    } else {
+        ""
+    }
+}
+
+/// Import the file into a node opened here.
+async fn import_here(
+    node: &Node,
+    options: ImportOptions,
+    file: &Path,
+    size: u64,
+) -> quintet_core::Result<archive::ImportReport> {
+    let mut importer = Importer::new(node.state().clone(), options);
+    let mut progress = Progress::new("imported", Some(size));
+    let mut f = match tokio::fs::File::open(file).await {
+        Ok(f) => f,
+        Err(e) => return Err(quintet_core::Error::io("opening the archive", &e)),
+    };
+    let mut buf = vec![0u8; READ_CHUNK];
+    loop {
+        let n = match f.read(&mut buf).await {
+            Ok(0) => break,
+            Ok(n) => n,
+            Err(e) => {
+                let e = quintet_core::Error::io("reading the archive", &e);
+                return Err(importer.fail(e).await);
+            }
+        };
+        progress.add(n);
+        if let Err(e) = importer.feed(&buf[..n]).await {
+            return Err(importer.fail(e).await);
+        }
+    }
+    progress.show(true);
+    importer.finish().await
 }
 
 /// Run `quintet migrate`.
