@@ -176,6 +176,8 @@ pub struct KeyRecord {
     pub secret: Option<String>,
     /// Whether it was revoked.
     pub revoked: bool,
+    /// When it was created, milliseconds since the epoch.
+    pub created_ms: i64,
 }
 
 /// Opens an instance's section.

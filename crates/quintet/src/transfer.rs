@@ -86,9 +86,6 @@ pub struct MigrateArgs {
     /// Where they go: a data directory or a node's TOML file, as for --from
     #[arg(long, value_name = "DIR|FILE")]
     pub to: PathBuf,
-    /// Carry access keys' and queues' secrets too
-    #[arg(long)]
-    pub include_secrets: bool,
     /// Add to existing applications and instances instead of refusing them
     #[arg(long)]
     pub merge: bool,
@@ -504,9 +501,10 @@ async fn migrate(args: MigrateArgs) -> anyhow::Result<()> {
             return Err(e);
         }
     };
+    // Nothing is written to a file: access keys and queues' secrets always travel.
     let options = ExportOptions {
         app: None,
-        secrets: args.include_secrets,
+        secrets: true,
     };
     let mut rx = archive::export(from.state().clone(), options);
     let mut importer = Importer::new(
@@ -594,13 +592,14 @@ fn report_text(v: &Value) -> String {
         &rows,
     );
     out.push_str(&format!(
-        "{} records; {} accounts and {} applications created",
-        v["records"], v["accounts"], v["apps"]
+        "{} records; {} accounts, {} applications and {} access keys created",
+        v["records"], v["accounts"], v["apps"], v["keys"]
     ));
     let skipped = v["keysSkipped"].as_u64().unwrap_or(0);
     if skipped > 0 {
         out.push_str(&format!(
-            "; {skipped} access keys not imported (create new ones with quintet key create)"
+            "; {skipped} access keys not imported (exported without --include-secrets, \
+             revoked, or their id exists here: create new ones with quintet key create)"
         ));
     }
     out.push('\n');

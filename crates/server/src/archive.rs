@@ -20,6 +20,7 @@ use quintet_core::{
         VERSION,
     },
     cache::{CacheKey, CacheValue, Glob, Ttl},
+    keys::{AccessKey, Secret},
     mango::IndexDef,
     ports::{
         cache::SetMode,
@@ -184,6 +185,7 @@ async fn write_archive(
                 key: key.key.as_str().to_owned(),
                 secret: options.secrets.then(|| key.secret.expose().to_owned()),
                 revoked: key.revoked_ms.is_some(),
+                created_ms: key.created_ms,
             };
             sink.send(enc.json(Kind::Key, &rec)?).await?;
         }
@@ -418,7 +420,10 @@ pub struct ImportReport {
     pub accounts: u64,
     /// Applications created.
     pub apps: u64,
-    /// Access keys in the archive that were not imported (see `docs/archive.md`).
+    /// Access keys carried with their secrets.
+    pub keys: u64,
+    /// Access keys in the archive that were not imported: without their secrets (exported
+    /// without `--include-secrets`), revoked, or with an id that exists here.
     pub keys_skipped: u64,
     /// Every instance, with its verification.
     pub instances: Vec<Imported>,
@@ -581,7 +586,10 @@ impl Importer {
                     self.report.apps += 1;
                 }
             }
-            Kind::Key => self.report.keys_skipped += 1,
+            Kind::Key => {
+                let rec: KeyRecord = record.parse()?;
+                self.restore_key(rec).await?;
+            }
             Kind::Instance => {
                 let rec: InstanceRecord = record.parse()?;
                 self.open_instance(rec).await?;
@@ -688,6 +696,34 @@ impl Importer {
                 self.close_instance(tally).await?;
             }
             Kind::End => {}
+        }
+        Ok(())
+    }
+
+    /// Carry a key with its secret; one without (exported without secrets), a revoked one,
+    /// or one whose id exists here (an application copied under another name) is counted
+    /// as skipped.
+    async fn restore_key(&mut self, rec: KeyRecord) -> Result<()> {
+        let Some(secret) = rec.secret.filter(|_| !rec.revoked) else {
+            self.report.keys_skipped += 1;
+            return Ok(());
+        };
+        let key = AccessKey {
+            key: rec.key.parse()?,
+            app: self.target_app(&rec.app)?,
+            secret: Secret::from_stored(secret),
+            created_ms: rec.created_ms,
+            last_used_ms: None,
+            revoked_ms: None,
+        };
+        match self.state.services.registry.restore_key(&key).await {
+            Ok(()) => {
+                // A registry of one node reports no changes: forget here that it was missing.
+                self.state.auth.keys.created(&key.key);
+                self.report.keys += 1;
+            }
+            Err(Error::Conflict(_)) => self.report.keys_skipped += 1,
+            Err(e) => return Err(e),
         }
         Ok(())
     }

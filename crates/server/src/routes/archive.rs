@@ -107,5 +107,11 @@ async fn import(
         }
     }
     let report = importer.finish().await?;
-    Ok(reply::json(StatusCode::OK, &report))
+    let mut body = serde_json::json!({"ok": true});
+    if let (Some(out), Ok(serde_json::Value::Object(fields))) =
+        (body.as_object_mut(), serde_json::to_value(&report))
+    {
+        out.extend(fields);
+    }
+    Ok(reply::json(StatusCode::OK, &body))
 }

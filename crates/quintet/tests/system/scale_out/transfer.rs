@@ -11,7 +11,7 @@ use quintet_testkit::Process;
 use super::Shared;
 use crate::{
     BIN,
-    transfer::{TOKEN, cli_ok, contents, embedded, fill, key_for, new_app, snapshot},
+    transfer::{Scope, TOKEN, cli_ok, contents, embedded, fill, key_for, new_app, snapshot},
 };
 
 #[tokio::test]
@@ -28,7 +28,14 @@ async fn round_trip_embedded_to_engines_and_back() {
 
     let one = dir.path().join("one.qta");
     let started = Instant::now();
-    cli_ok(&first, &["export", "--to", one.to_str().unwrap()]);
+    cli_ok(
+        &first,
+        &["export", "--include-secrets", "--to", one.to_str().unwrap()],
+    );
+    // Secrets inside: for its owner only.
+    use std::os::unix::fs::PermissionsExt;
+    let mode = std::fs::metadata(&one).unwrap().permissions().mode();
+    assert_eq!(mode & 0o777, 0o600);
 
     let mut args = shared.args();
     args.extend(["--admin-token", TOKEN, "--queue-private-targets", "allow"]);
@@ -39,7 +46,13 @@ async fn round_trip_embedded_to_engines_and_back() {
     );
     let out = cli_ok(&engines, &["import", one.to_str().unwrap()]);
     assert_eq!(out.matches(" equal").count(), 5, "{out}");
-    let on_engines = key_for(&engines, "acme", "shop").await;
+    assert!(out.contains("1 access keys created"), "{out}");
+    // The key travelled with its secret: the first node's token works on the engines.
+    let on_engines = Scope {
+        node: &engines,
+        prefix: shop.prefix.clone(),
+        token: shop.token.clone(),
+    };
     let mut seen = snapshot(&on_engines).await;
     // S3 computes its own entity tags; everything else is the same.
     for o in seen["objects"].as_array_mut().unwrap() {
