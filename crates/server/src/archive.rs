@@ -539,6 +539,9 @@ impl Importer {
         {
             return Ok(to.clone());
         }
+        if app == AppName::DOMAIN {
+            return Ok(AppName::domain());
+        }
         app.parse()
             .map_err(|e: Error| quintet_core::archive::corrupt(e.to_string()))
     }

@@ -5,6 +5,7 @@
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
 
 mod admin;
+mod archive;
 mod auth;
 mod browser;
 mod cache;
