@@ -146,13 +146,13 @@ fn transfer(secs: f64, bytes: u64, rss_growth: Option<u64>) -> Measurement {
 }
 
 /// Samples the server's resident memory until stopped; reports the largest growth.
-pub(super) struct RssWatch {
+struct RssWatch {
     stop: Arc<AtomicBool>,
     task: tokio::task::JoinHandle<Option<u64>>,
 }
 
 impl RssWatch {
-    pub(super) fn start(ctx: &Ctx) -> Self {
+    fn start(ctx: &Ctx) -> Self {
         let server = Arc::clone(&ctx.server);
         let stop = Arc::new(AtomicBool::new(false));
         let flag = Arc::clone(&stop);
@@ -168,7 +168,7 @@ impl RssWatch {
         Self { stop, task }
     }
 
-    pub(super) async fn stop(self) -> Option<u64> {
+    async fn stop(self) -> Option<u64> {
         self.stop.store(true, Ordering::Relaxed);
         self.task.await.ok().flatten()
     }

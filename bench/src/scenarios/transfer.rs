@@ -2,7 +2,13 @@
 //! on the embedded engine, with the server's memory watched (goal: ≥100,000 documents/s
 //! each way, RSS growth < 64 MiB). The import's time includes its read-back check.
 
-use std::time::Instant;
+use std::{
+    sync::{
+        Arc,
+        atomic::{AtomicBool, Ordering},
+    },
+    time::{Duration, Instant},
+};
 
 use anyhow::bail;
 use async_trait::async_trait;
@@ -13,7 +19,7 @@ use hyper::{Method, Request, StatusCode};
 use super::{
     Ctx, Measurement, Scenario, Target,
     data::{bulk_body, post, send_all},
-    storage::{RssWatch, connect},
+    storage::connect,
 };
 
 const TOKEN: &str = "bench-transfer-admin-token-0123456789";
@@ -72,15 +78,51 @@ async fn export(ctx: &Ctx) -> anyhow::Result<Vec<u8>> {
     Ok(out)
 }
 
-fn measured(secs: f64, bytes: usize, rss: Option<u64>) -> Measurement {
-    let note = match rss {
-        Some(g) => format!(
-            "{DOCS} documents, archive {:.0} MB; server RSS +{:.1} MiB during the transfer",
+/// Samples the server's resident and anonymous memory until stopped; the largest growth of
+/// each.
+struct Watch {
+    stop: Arc<AtomicBool>,
+    task: tokio::task::JoinHandle<Option<(u64, u64)>>,
+}
+
+impl Watch {
+    fn start(ctx: &Ctx) -> Self {
+        let server = Arc::clone(&ctx.server);
+        let stop = Arc::new(AtomicBool::new(false));
+        let flag = Arc::clone(&stop);
+        let task = tokio::spawn(async move {
+            let (rss0, anon0) = (server.rss_bytes()?, server.anon_bytes()?);
+            let (mut rss, mut anon) = (rss0, anon0);
+            while !flag.load(Ordering::Relaxed) {
+                rss = rss.max(server.rss_bytes().unwrap_or(0));
+                anon = anon.max(server.anon_bytes().unwrap_or(0));
+                tokio::time::sleep(Duration::from_millis(10)).await;
+            }
+            Some((rss - rss0, anon - anon0))
+        });
+        Self { stop, task }
+    }
+
+    async fn stop(self) -> Option<(u64, u64)> {
+        self.stop.store(true, Ordering::Relaxed);
+        self.task.await.ok().flatten()
+    }
+}
+
+fn measured(secs: f64, bytes: usize, growth: Option<(u64, u64)>) -> Measurement {
+    let mib = |b: u64| b as f64 / (1u64 << 20) as f64;
+    let note = match growth {
+        Some((rss, anon)) => format!(
+            "{DOCS} documents, archive {:.0} MB; server RSS +{:.1} MiB during the transfer, \
+             of which anonymous (heap) +{:.1} MiB, the rest pages of SQLite's memory-mapped \
+             database file",
             bytes as f64 / 1e6,
-            g as f64 / (1u64 << 20) as f64
+            mib(rss),
+            mib(anon)
         ),
         None => "server RSS unavailable".to_owned(),
     };
+    let rss = growth.map(|(rss, _)| rss);
     Measurement {
         concurrency: 1,
         rps: 1.0 / secs,
@@ -114,7 +156,7 @@ impl Scenario for Export {
 
     async fn run(&self, ctx: &Ctx) -> anyhow::Result<Measurement> {
         load(ctx).await?;
-        let rss = RssWatch::start(ctx);
+        let rss = Watch::start(ctx);
         let start = Instant::now();
         let archive = export(ctx).await?;
         let secs = start.elapsed().as_secs_f64();
@@ -155,7 +197,7 @@ impl Scenario for Import {
         }
         res.into_body().collect().await?;
         let size = archive.len();
-        let rss = RssWatch::start(ctx);
+        let rss = Watch::start(ctx);
         let start = Instant::now();
         // The server reads the body as it arrives, whatever the client's frames.
         let mut sender = connect::<Full<Bytes>>(&ctx.addr).await?;
