@@ -65,8 +65,18 @@ impl Server {
 
     /// Resident memory of the server, bytes (Linux).
     pub fn rss_bytes(&self) -> Option<u64> {
+        self.status_bytes("VmRSS:")
+    }
+
+    /// The anonymous part of the resident memory (heap, stacks), bytes, without the pages
+    /// of mapped files (SQLite maps its database files).
+    pub fn anon_bytes(&self) -> Option<u64> {
+        self.status_bytes("RssAnon:")
+    }
+
+    fn status_bytes(&self, field: &str) -> Option<u64> {
         let status = std::fs::read_to_string(format!("/proc/{}/status", self.pid())).ok()?;
-        let line = status.lines().find(|l| l.starts_with("VmRSS:"))?;
+        let line = status.lines().find(|l| l.starts_with(field))?;
         let kb: u64 = line.split_whitespace().nth(1)?.parse().ok()?;
         Some(kb * 1024)
     }

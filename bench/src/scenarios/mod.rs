@@ -20,6 +20,7 @@ mod queue;
 mod scale_out;
 mod search;
 mod storage;
+mod transfer;
 
 pub use scale_out::{Deployment, Engines};
 
@@ -42,6 +43,7 @@ pub fn all() -> Vec<Box<dyn Scenario>> {
         goal: false,
     }));
     all.extend(queue::scenarios());
+    all.extend(transfer::scenarios());
     all.extend(scale_out::scenarios());
     all
 }
@@ -59,6 +61,14 @@ pub enum Target {
     P50AtMostMs(f64),
     /// Throughput at least this many megabytes per second.
     MegabytesPerSec(f64),
+    /// Items per second at least `items_per_sec`, and the server's resident memory growing
+    /// by less than `rss_growth_mib` MiB meanwhile.
+    ItemsPerSecFlatMemory {
+        /// Least items per second.
+        items_per_sec: f64,
+        /// Growth of the server's RSS must stay below this, MiB.
+        rss_growth_mib: f64,
+    },
     /// Throughput at least `mb_per_sec` megabytes per second, and the server's resident
     /// memory growing by less than `rss_growth_mib` MiB meanwhile.
     MegabytesPerSecFlatMemory {
@@ -82,6 +92,10 @@ impl Target {
                 mb_per_sec,
                 rss_growth_mib,
             } => format!("≥{mb_per_sec:.0} MB/s, RSS +<{rss_growth_mib:.0} MiB"),
+            Self::ItemsPerSecFlatMemory {
+                items_per_sec,
+                rss_growth_mib,
+            } => format!("≥{items_per_sec:.0} items/s, RSS +<{rss_growth_mib:.0} MiB"),
         }
     }
 
@@ -94,6 +108,14 @@ impl Target {
             Self::P50AtMostMs(ms) => Some(m.p50_ms <= *ms),
             Self::MegabytesPerSec(mb) => m.megabytes_per_sec.map(|x| x >= *mb),
             // Memory that could not be read does not count as flat.
+            Self::ItemsPerSecFlatMemory {
+                items_per_sec,
+                rss_growth_mib,
+            } => m.items_per_sec.map(|x| {
+                x >= *items_per_sec
+                    && m.rss_growth_bytes
+                        .is_some_and(|g| (g as f64) < rss_growth_mib * (1u64 << 20) as f64)
+            }),
             Self::MegabytesPerSecFlatMemory {
                 mb_per_sec,
                 rss_growth_mib,

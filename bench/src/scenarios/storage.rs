@@ -223,7 +223,7 @@ impl Body for Repeat {
     }
 }
 
-async fn connect<B>(addr: &str) -> anyhow::Result<http1::SendRequest<B>>
+pub(super) async fn connect<B>(addr: &str) -> anyhow::Result<http1::SendRequest<B>>
 where
     B: Body + Send + 'static,
     B::Data: Send,

@@ -176,6 +176,8 @@ pub struct KeyRecord {
     pub secret: Option<String>,
     /// Whether it was revoked.
     pub revoked: bool,
+    /// When it was created, milliseconds since the epoch.
+    pub created_ms: i64,
 }
 
 /// Opens an instance's section.
@@ -495,6 +497,12 @@ impl Decoder {
     /// An error is final: the archive is refused.
     pub fn next_record(&mut self) -> Result<Option<Record>> {
         if self.place == Place::Magic {
+            let seen = self.buf.len().min(MAGIC.len());
+            if self.buf[..seen] != MAGIC[..seen] {
+                return Err(corrupt(
+                    "it does not begin with \"QUINTET-ARCHIVE <version>\"",
+                ));
+            }
             let Some(line) = self.line(MAX_MAGIC_LINE, "its first line")? else {
                 return Ok(None);
             };
@@ -819,6 +827,12 @@ mod tests {
     fn an_empty_or_foreign_input_is_refused() {
         assert!(decode_all(b"").is_err());
         assert!(decode_all(b"PK\x03\x04 not an archive at all\n").is_err());
+        let mut d = Decoder::new();
+        d.feed(b"PK\x03\x04");
+        let Err(Error::Invalid(msg)) = d.next_record() else {
+            panic!("a foreign start waits for more");
+        };
+        assert!(msg.contains("not a quintet archive"), "{msg}");
         assert!(decode_all(&[b'x'; 100]).is_err());
     }
 

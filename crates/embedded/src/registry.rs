@@ -89,6 +89,43 @@ pub struct SqliteRegistry {
 }
 
 impl SqliteRegistry {
+    /// Record `key` (sealing its secret); `taken` answers when its id exists.
+    async fn insert_key(
+        &self,
+        key: AccessKey,
+        taken: impl FnOnce() -> Error + Send + 'static,
+    ) -> Result<AccessKey> {
+        self.disk.admit()?;
+        answers::check_may_have_keys(&key.app)?;
+        let stored = self.ring.seal_key_secret(&key.key, &key.secret)?;
+        self.db
+            .write(move |conn| {
+                if get_app(conn, key.app.as_str())?.is_none() {
+                    return Err(app_missing(&key.app));
+                }
+                conn.prepare_cached(
+                    "INSERT INTO keys (key, app, secret, created_ms) VALUES (?1, ?2, ?3, ?4)",
+                )
+                .and_then(|mut s| {
+                    s.execute(params![
+                        key.key.as_str(),
+                        key.app.as_str(),
+                        stored,
+                        key.created_ms
+                    ])
+                })
+                .map_err(|e| {
+                    if is_unique_violation(&e) {
+                        taken()
+                    } else {
+                        sql_error(e)
+                    }
+                })?;
+                Ok(key)
+            })
+            .await
+    }
+
     /// Open (or create) the registry database at `path`, sealing secrets with `ring`.
     /// Secrets stored in plaintext (before sealing existed) or sealed with a previous key
     /// of the ring are resealed with its current key now; a secret no key of the ring
@@ -637,36 +674,20 @@ impl Registry for SqliteRegistry {
     }
 
     async fn create_key(&self, app: &AppName) -> Result<AccessKey> {
-        self.disk.admit()?;
-        answers::check_may_have_keys(app)?;
         let key = AccessKey::generate(app, self.clock.now_ms())?;
-        let stored = self.ring.seal_key_secret(&key.key, &key.secret)?;
-        self.db
-            .write(move |conn| {
-                if get_app(conn, key.app.as_str())?.is_none() {
-                    return Err(app_missing(&key.app));
-                }
-                conn.prepare_cached(
-                    "INSERT INTO keys (key, app, secret, created_ms) VALUES (?1, ?2, ?3, ?4)",
-                )
-                .and_then(|mut s| {
-                    s.execute(params![
-                        key.key.as_str(),
-                        key.app.as_str(),
-                        stored,
-                        key.created_ms
-                    ])
-                })
-                .map_err(|e| {
-                    if is_unique_violation(&e) {
-                        answers::key_id_collision()
-                    } else {
-                        sql_error(e)
-                    }
-                })?;
-                Ok(key)
-            })
+        self.insert_key(key, answers::key_id_collision).await
+    }
+
+    async fn restore_key(&self, key: &AccessKey) -> Result<()> {
+        let id = key.key.clone();
+        let fresh = AccessKey {
+            last_used_ms: None,
+            revoked_ms: None,
+            ..key.clone()
+        };
+        self.insert_key(fresh, move || answers::key_exists(&id))
             .await
+            .map(|_| ())
     }
 
     async fn get_key(&self, key: &KeyId) -> Result<Option<AccessKey>> {

@@ -298,6 +298,40 @@ macro_rules! in_transaction {
     }};
 }
 
+/// Keys, written with `in_transaction!` (defined above).
+impl PgRegistry {
+    /// Record `key` (sealing its secret); `taken` answers when its id exists.
+    async fn insert_key(
+        &self,
+        key: &AccessKey,
+        taken: impl Fn() -> quintet_core::Error + Send + Sync,
+    ) -> Result<()> {
+        let app = &key.app;
+        answers::check_may_have_keys(app)?;
+        let stored = self.ring.seal_key_secret(&key.key, &key.secret)?;
+        let ticket = in_transaction!(self.db, |tx| {
+            tx.execute(
+                "INSERT INTO quintet_keys (key, app, secret, created_ms) VALUES ($1, $2, $3, $4)",
+                &[
+                    &key.key.as_str(),
+                    &key.app.as_str(),
+                    &stored,
+                    &key.created_ms,
+                ],
+            )
+            .await
+            .map_err(|e| violation_as(e, taken, || app_missing(app)))?;
+            let change = RegistryChange::KeyCreated {
+                app: app.clone(),
+                key: key.key.clone(),
+            };
+            self.feed.publish(&tx, &change).await?
+        });
+        ticket.delivered().await;
+        Ok(())
+    }
+}
+
 #[async_trait]
 impl Registry for PgRegistry {
     async fn create_instance(
@@ -674,29 +708,14 @@ impl Registry for PgRegistry {
     }
 
     async fn create_key(&self, app: &AppName) -> Result<AccessKey> {
-        answers::check_may_have_keys(app)?;
         let key = AccessKey::generate(app, self.clock.now_ms())?;
-        let stored = self.ring.seal_key_secret(&key.key, &key.secret)?;
-        let ticket = in_transaction!(self.db, |tx| {
-            tx.execute(
-                "INSERT INTO quintet_keys (key, app, secret, created_ms) VALUES ($1, $2, $3, $4)",
-                &[
-                    &key.key.as_str(),
-                    &key.app.as_str(),
-                    &stored,
-                    &key.created_ms,
-                ],
-            )
-            .await
-            .map_err(|e| violation_as(e, answers::key_id_collision, || app_missing(app)))?;
-            let change = RegistryChange::KeyCreated {
-                app: app.clone(),
-                key: key.key.clone(),
-            };
-            self.feed.publish(&tx, &change).await?
-        });
-        ticket.delivered().await;
+        self.insert_key(&key, answers::key_id_collision).await?;
         Ok(key)
+    }
+
+    async fn restore_key(&self, key: &AccessKey) -> Result<()> {
+        let id = key.key.clone();
+        self.insert_key(key, || answers::key_exists(&id)).await
     }
 
     async fn get_key(&self, key: &KeyId) -> Result<Option<AccessKey>> {

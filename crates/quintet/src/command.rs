@@ -51,6 +51,9 @@ pub enum Command {
     Export(transfer::ExportArgs),
     /// Load a portable archive into a running server, and check it reads back equal.
     Import(transfer::ImportArgs),
+    /// Copy everything from one stopped node to another (say embedded to PostgreSQL, Redis
+    /// and S3, or back), and check it reads back equal.
+    Migrate(transfer::MigrateArgs),
 }
 
 /// The command line with every `serve` setting also read from its environment variable.

@@ -42,6 +42,12 @@ fn main() -> ExitCode {
         Command::Man(args) => quintet::shell::man(&args, &mut std::io::stdout()),
         Command::Export(args) => quintet::transfer::run_export(args),
         Command::Import(args) => quintet::transfer::run_import(args),
+        Command::Migrate(args) => {
+            // The target's stores are created here: for their user only, as by `serve`.
+            #[cfg(unix)]
+            rustix::process::umask(rustix::fs::Mode::from_raw_mode(0o077));
+            quintet::transfer::run_migrate(args)
+        }
     };
     match result {
         Ok(()) => ExitCode::SUCCESS,

@@ -80,6 +80,14 @@ impl Node {
         if self.tls.is_some() { "https" } else { "http" }
     }
 
+    /// Close every store and release the data directory without having served: for
+    /// commands that use a node's ports in-process (`quintet migrate`).
+    pub async fn close(self) -> anyhow::Result<()> {
+        self.state.services.close().await?;
+        drop(self.dir);
+        Ok(())
+    }
+
     /// Serve on `listener` until `shutdown` resolves, then close every store and release
     /// the data directory.
     pub async fn serve(

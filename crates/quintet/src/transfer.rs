@@ -1,12 +1,18 @@
 //! `quintet export` and `quintet import`: the portable archive (`docs/archive.md`) between a
 //! file and a running server's admin API (`GET /_admin/export`, `POST /_admin/import`),
 //! which reads and writes through the node's ports, whatever engines it runs on. The
-//! server is found as the other admin commands find it ([`crate::admin`]).
+//! server is found as the other admin commands find it ([`crate::admin`]); when none runs
+//! on the data directory and no `--url` is given, the node is opened here instead (as
+//! `quintet serve` would open it) and the same exporter or importer runs in-process.
 //!
 //! The export is written to `FILE.partial` and renamed once its end record arrived and
 //! checked, so a file named `FILE` is always whole. The import checks the whole file before
 //! sending a byte of it (a damaged archive changes nothing), then streams it. Progress goes
 //! to stderr: one updating line on a terminal, JSON lines otherwise.
+//!
+//! `quintet migrate` does both in one process, between two nodes that are not running: it
+//! opens each (a data directory, or a node's TOML file), streams the export of one into
+//! the import of the other through their ports, and prints the verification.
 
 use std::{
     io::{IsTerminal, Write as _},
@@ -21,7 +27,15 @@ use quintet_core::archive::Decoder;
 use serde_json::Value;
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 
-use crate::admin::{Conn, runtime, table};
+use std::sync::Arc;
+
+use quintet_core::SystemClock;
+use quintet_server::archive::{self, ExportOptions, ImportOptions, Importer};
+
+use crate::{
+    admin::{Conn, runtime, table},
+    node::Node,
+};
 
 /// The longest an export or import may take.
 const TRANSFER_TIMEOUT: Duration = Duration::from_secs(7 * 24 * 3600);
@@ -60,6 +74,24 @@ pub struct ImportArgs {
     /// How to reach the server.
     #[command(flatten)]
     pub conn: Conn,
+}
+
+/// `quintet migrate`
+#[derive(Debug, Args)]
+pub struct MigrateArgs {
+    /// Where the contents are: a data directory (an embedded node on it) or the TOML file
+    /// of a node (as `quintet serve --config FILE` reads it)
+    #[arg(long, value_name = "DIR|FILE")]
+    pub from: PathBuf,
+    /// Where they go: a data directory or a node's TOML file, as for --from
+    #[arg(long, value_name = "DIR|FILE")]
+    pub to: PathBuf,
+    /// Add to existing applications and instances instead of refusing them
+    #[arg(long)]
+    pub merge: bool,
+    /// Print the report as JSON
+    #[arg(long)]
+    pub json: bool,
 }
 
 /// Progress on stderr, at most once a second.
@@ -127,7 +159,34 @@ async fn export(args: ExportArgs) -> anyhow::Result<()> {
             args.to.display()
         );
     }
-    let admin = args.conn.connect()?;
+    if let Some(dir) = stopped_node(&args.conn)? {
+        let node = open_node(&dir).await?;
+        let options = ExportOptions {
+            app: args
+                .app
+                .as_deref()
+                .map(str::parse)
+                .transpose()
+                .map_err(|e: quintet_core::Error| anyhow::anyhow!("{e}"))?,
+            secrets: args.include_secrets,
+        };
+        let checked = archive::check_export(node.state(), &options).await;
+        let written = match checked {
+            Ok(()) => {
+                let rx = archive::export(node.state().clone(), options);
+                let body = futures_util::stream::unfold(rx, |mut rx| async {
+                    rx.recv()
+                        .await
+                        .map(|item| (item.map_err(anyhow::Error::from), rx))
+                });
+                write_archive(&args, Box::pin(body)).await
+            }
+            Err(e) => Err(anyhow::anyhow!("{e}")),
+        };
+        node.close().await?;
+        return written;
+    }
+    let admin = args.conn.clone().connect()?;
     let mut url = format!("{}/_admin/export", admin.base);
     let mut params = Vec::new();
     if let Some(app) = &args.app {
@@ -154,6 +213,44 @@ async fn export(args: ExportArgs) -> anyhow::Result<()> {
         let msg = value["msg"].as_str().unwrap_or(text.as_str());
         bail!("{msg} (HTTP {})", status.as_u16());
     }
+    let body = res.bytes_stream().map(|chunk| {
+        chunk.context(
+            "the export broke off before its end (the server's log says why); nothing was kept",
+        )
+    });
+    write_archive(&args, Box::pin(body)).await
+}
+
+/// Archive bytes as they arrive, from the server or from a node opened here.
+type Incoming =
+    std::pin::Pin<Box<dyn futures_util::Stream<Item = anyhow::Result<bytes::Bytes>> + Send>>;
+
+/// The data directory of the node to open here, when no server is asked for (`--url`) and
+/// none is recorded as running on the directory (`server.json`).
+fn stopped_node(conn: &Conn) -> anyhow::Result<Option<PathBuf>> {
+    if conn.url.is_some() {
+        return Ok(None);
+    }
+    let file_dir = match &conn.config {
+        Some(path) => crate::cli::read_file(path)?.data_dir,
+        None => None,
+    };
+    let dir = conn
+        .data_dir
+        .clone()
+        .or(file_dir)
+        .unwrap_or_else(|| PathBuf::from("quintet-data"));
+    if crate::discovery::Record::read(&dir).is_some() {
+        return Ok(None);
+    }
+    Ok(Some(match &conn.config {
+        Some(config) if conn.data_dir.is_none() => config.clone(),
+        _ => dir,
+    }))
+}
+
+/// Write `body` to `args.to` through `FILE.partial`, checking it as it arrives.
+async fn write_archive(args: &ExportArgs, mut body: Incoming) -> anyhow::Result<()> {
     let partial = partial_path(&args.to);
     let mut options = tokio::fs::OpenOptions::new();
     options.write(true).create_new(true);
@@ -168,12 +265,8 @@ async fn export(args: ExportArgs) -> anyhow::Result<()> {
     let written = async {
         let mut decoder = Decoder::new();
         let mut progress = Progress::new("exported", None);
-        let mut body = res.bytes_stream();
         while let Some(chunk) = body.next().await {
-            let chunk = chunk.context(
-                "the export broke off before its end (the server's log says why); \
-                 nothing was kept",
-            )?;
+            let chunk = chunk?;
             decoder.feed(&chunk);
             while decoder.next_record()?.is_some() {}
             file.write_all(&chunk).await?;
@@ -236,6 +329,33 @@ async fn import(args: ImportArgs) -> anyhow::Result<()> {
     let size = check_file(&args.file)
         .await
         .with_context(|| format!("{} cannot be imported", args.file.display()))?;
+    if let Some(dir) = stopped_node(&args.conn)? {
+        let json = args.conn.json;
+        let node = open_node(&dir).await?;
+        let options = ImportOptions {
+            app: args
+                .app
+                .as_deref()
+                .map(str::parse)
+                .transpose()
+                .map_err(|e: quintet_core::Error| anyhow::anyhow!("{e}"))?,
+            merge: args.merge,
+        };
+        let report = import_here(&node, options, &args.file, size).await;
+        node.close().await?;
+        let value = serde_json::to_value(report.map_err(|e| {
+            anyhow::anyhow!(
+                "{e}; nothing of the archive was kept{}",
+                merge_note(args.merge)
+            )
+        })?)?;
+        if json {
+            println!("{}", serde_json::to_string_pretty(&value)?);
+        } else {
+            print!("{}", report_text(&value));
+        }
+        return Ok(());
+    }
     let admin = args.conn.connect()?;
     let json = admin.json;
     let mut params = Vec::new();
@@ -299,6 +419,147 @@ async fn import(args: ImportArgs) -> anyhow::Result<()> {
     Ok(())
 }
 
+fn merge_note(merge: bool) -> &'static str {
+    if merge {
+        " except what --merge had already written into existing instances"
+    } else {
+        ""
+    }
+}
+
+/// Import the file into a node opened here.
+async fn import_here(
+    node: &Node,
+    options: ImportOptions,
+    file: &Path,
+    size: u64,
+) -> quintet_core::Result<archive::ImportReport> {
+    let mut importer = Importer::new(node.state().clone(), options);
+    let mut progress = Progress::new("imported", Some(size));
+    let mut f = match tokio::fs::File::open(file).await {
+        Ok(f) => f,
+        Err(e) => return Err(quintet_core::Error::io("opening the archive", &e)),
+    };
+    let mut buf = vec![0u8; READ_CHUNK];
+    loop {
+        let n = match f.read(&mut buf).await {
+            Ok(0) => break,
+            Ok(n) => n,
+            Err(e) => {
+                let e = quintet_core::Error::io("reading the archive", &e);
+                return Err(importer.fail(e).await);
+            }
+        };
+        progress.add(n);
+        if let Err(e) = importer.feed(&buf[..n]).await {
+            return Err(importer.fail(e).await);
+        }
+    }
+    progress.show(true);
+    importer.finish().await
+}
+
+/// Run `quintet migrate`.
+pub fn run_migrate(args: MigrateArgs) -> anyhow::Result<()> {
+    tokio::runtime::Builder::new_multi_thread()
+        .enable_all()
+        .build()
+        .context("cannot start the async runtime")?
+        .block_on(migrate(args))
+}
+
+/// Open the node `place` names: an embedded node on a data directory, or the node of a
+/// TOML file, read as `quintet serve --data-dir DIR` or `quintet serve --config FILE` would
+/// (the `QUINTET_*` variables apply). Neither may be running (each locks its directory).
+async fn open_node(place: &Path) -> anyhow::Result<Node> {
+    let flag = if place.is_file() {
+        "--config"
+    } else {
+        "--data-dir"
+    };
+    let cli = crate::command::try_parse_from([
+        std::ffi::OsStr::new("quintet"),
+        std::ffi::OsStr::new("serve"),
+        std::ffi::OsStr::new(flag),
+        place.as_os_str(),
+    ])?;
+    let crate::command::Command::Serve(args) = cli.command else {
+        bail!("internal: serve settings expected");
+    };
+    let config = args.resolve()?;
+    Node::open(&config, Arc::new(SystemClock))
+        .await
+        .with_context(|| format!("cannot open the node of {}", place.display()))
+}
+
+async fn migrate(args: MigrateArgs) -> anyhow::Result<()> {
+    let from = open_node(&args.from).await?;
+    let to = match open_node(&args.to).await {
+        Ok(to) => to,
+        Err(e) => {
+            from.close().await?;
+            return Err(e);
+        }
+    };
+    // Nothing is written to a file: access keys and queues' secrets always travel.
+    let options = ExportOptions {
+        app: None,
+        secrets: true,
+    };
+    let mut rx = archive::export(from.state().clone(), options);
+    let mut importer = Importer::new(
+        to.state().clone(),
+        ImportOptions {
+            app: None,
+            merge: args.merge,
+        },
+    );
+    let mut progress = Progress::new("migrated", None);
+    let mut failed = None;
+    while let Some(chunk) = rx.recv().await {
+        let fed = match chunk {
+            Ok(bytes) => {
+                progress.add(bytes.len());
+                importer.feed(&bytes).await
+            }
+            Err(e) => Err(quintet_core::Error::internal(format!(
+                "the export failed: {e}"
+            ))),
+        };
+        if let Err(e) = fed {
+            failed = Some(importer.fail(e).await);
+            break;
+        }
+    }
+    let report = match failed {
+        Some(e) => Err(e),
+        None => importer.finish().await,
+    };
+    progress.show(true);
+    let closed_from = from.close().await;
+    let closed_to = to.close().await;
+    let report = report.map_err(|e| {
+        anyhow::anyhow!(
+            "{e}; nothing was kept in {}{}",
+            args.to.display(),
+            if args.merge {
+                " except what --merge had already written into existing instances"
+            } else {
+                ""
+            }
+        )
+    })?;
+    closed_from?;
+    closed_to?;
+    let value = serde_json::to_value(&report)?;
+    if args.json {
+        println!("{}", serde_json::to_string_pretty(&value)?);
+    } else {
+        print!("{}", report_text(&value));
+    }
+    Ok(())
+}
+
 /// The import's report for people: one row per instance with both tallies.
 fn report_text(v: &Value) -> String {
     let rows: Vec<Vec<String>> = v["instances"]
@@ -331,13 +592,14 @@ fn report_text(v: &Value) -> String {
         &rows,
     );
     out.push_str(&format!(
-        "{} records; {} accounts and {} applications created",
-        v["records"], v["accounts"], v["apps"]
+        "{} records; {} accounts, {} applications and {} access keys created",
+        v["records"], v["accounts"], v["apps"], v["keys"]
     ));
     let skipped = v["keysSkipped"].as_u64().unwrap_or(0);
     if skipped > 0 {
         out.push_str(&format!(
-            "; {skipped} access keys not imported (create new ones with quintet key create)"
+            "; {skipped} access keys not imported (exported without --include-secrets, \
+             revoked, or their id exists here: create new ones with quintet key create)"
         ));
     }
     out.push('\n');

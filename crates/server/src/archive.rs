@@ -20,6 +20,7 @@ use quintet_core::{
         VERSION,
     },
     cache::{CacheKey, CacheValue, Glob, Ttl},
+    keys::{AccessKey, Secret},
     mango::IndexDef,
     ports::{
         cache::SetMode,
@@ -55,17 +56,51 @@ pub struct ExportOptions {
 /// Where export records go: the response body, or nowhere (to tally what a node holds).
 trait Sink: Send {
     fn send(&mut self, bytes: Bytes) -> impl std::future::Future<Output = Result<()>> + Send;
+
+    /// Hand on what is buffered.
+    fn flush(&mut self) -> impl std::future::Future<Output = Result<()>> + Send {
+        async { Ok(()) }
+    }
 }
 
-/// Records to a channel the response body drains; a closed channel means the client left.
-struct ChannelSink(mpsc::Sender<std::io::Result<Bytes>>);
+/// Bytes gathered before they are handed to the channel: one message per record would
+/// cost a wake-up and a body frame per document.
+const FLUSH_BYTES: usize = 64 * 1024;
 
-impl Sink for ChannelSink {
-    async fn send(&mut self, bytes: Bytes) -> Result<()> {
-        self.0
+/// Records to a channel the response body drains; a closed channel means the client left.
+struct ChannelSink {
+    tx: mpsc::Sender<std::io::Result<Bytes>>,
+    buf: bytes::BytesMut,
+}
+
+impl ChannelSink {
+    async fn hand_on(&mut self, bytes: Bytes) -> Result<()> {
+        self.tx
             .send(Ok(bytes))
             .await
             .map_err(|_| Error::BadRequest("the client stopped reading the export".into()))
+    }
+}
+
+impl Sink for ChannelSink {
+    async fn send(&mut self, bytes: Bytes) -> Result<()> {
+        if self.buf.is_empty() && bytes.len() >= FLUSH_BYTES {
+            return self.hand_on(bytes).await;
+        }
+        self.buf.extend_from_slice(&bytes);
+        if self.buf.len() >= FLUSH_BYTES {
+            let chunk = self.buf.split().freeze();
+            self.hand_on(chunk).await?;
+        }
+        Ok(())
+    }
+
+    async fn flush(&mut self) -> Result<()> {
+        if self.buf.is_empty() {
+            return Ok(());
+        }
+        let chunk = self.buf.split().freeze();
+        self.hand_on(chunk).await
     }
 }
 
@@ -83,7 +118,10 @@ impl Sink for NullSink {
 pub fn export(state: AppState, options: ExportOptions) -> mpsc::Receiver<std::io::Result<Bytes>> {
     let (tx, rx) = mpsc::channel(8);
     tokio::spawn(async move {
-        let mut sink = ChannelSink(tx.clone());
+        let mut sink = ChannelSink {
+            tx: tx.clone(),
+            buf: bytes::BytesMut::new(),
+        };
         if let Err(e) = write_archive(&state, &options, &mut sink).await {
             tracing::error!(error = %e, "export failed");
             let _ = tx.send(Err(std::io::Error::other(e.to_string()))).await;
@@ -147,6 +185,7 @@ async fn write_archive(
                 key: key.key.as_str().to_owned(),
                 secret: options.secrets.then(|| key.secret.expose().to_owned()),
                 revoked: key.revoked_ms.is_some(),
+                created_ms: key.created_ms,
             };
             sink.send(enc.json(Kind::Key, &rec)?).await?;
         }
@@ -168,7 +207,8 @@ async fn write_archive(
         let tally = walk_instance(state, &instance, &mut enc, sink, true).await?;
         sink.send(enc.json(Kind::InstanceEnd, &tally)?).await?;
     }
-    sink.send(enc.finish()?).await
+    sink.send(enc.finish()?).await?;
+    sink.flush().await
 }
 
 /// The tally of what `instance` holds now, as an export would count it.
@@ -380,7 +420,10 @@ pub struct ImportReport {
     pub accounts: u64,
     /// Applications created.
     pub apps: u64,
-    /// Access keys in the archive that were not imported (see `docs/archive.md`).
+    /// Access keys carried with their secrets.
+    pub keys: u64,
+    /// Access keys in the archive that were not imported: without their secrets (exported
+    /// without `--include-secrets`), revoked, or with an id that exists here.
     pub keys_skipped: u64,
     /// Every instance, with its verification.
     pub instances: Vec<Imported>,
@@ -496,6 +539,9 @@ impl Importer {
         {
             return Ok(to.clone());
         }
+        if app == AppName::DOMAIN {
+            return Ok(AppName::domain());
+        }
         app.parse()
             .map_err(|e: Error| quintet_core::archive::corrupt(e.to_string()))
     }
@@ -543,7 +589,10 @@ impl Importer {
                     self.report.apps += 1;
                 }
             }
-            Kind::Key => self.report.keys_skipped += 1,
+            Kind::Key => {
+                let rec: KeyRecord = record.parse()?;
+                self.restore_key(rec).await?;
+            }
             Kind::Instance => {
                 let rec: InstanceRecord = record.parse()?;
                 self.open_instance(rec).await?;
@@ -650,6 +699,34 @@ impl Importer {
                 self.close_instance(tally).await?;
             }
             Kind::End => {}
+        }
+        Ok(())
+    }
+
+    /// Carry a key with its secret; one without (exported without secrets), a revoked one,
+    /// or one whose id exists here (an application copied under another name) is counted
+    /// as skipped.
+    async fn restore_key(&mut self, rec: KeyRecord) -> Result<()> {
+        let Some(secret) = rec.secret.filter(|_| !rec.revoked) else {
+            self.report.keys_skipped += 1;
+            return Ok(());
+        };
+        let key = AccessKey {
+            key: rec.key.parse()?,
+            app: self.target_app(&rec.app)?,
+            secret: Secret::from_stored(secret),
+            created_ms: rec.created_ms,
+            last_used_ms: None,
+            revoked_ms: None,
+        };
+        match self.state.services.registry.restore_key(&key).await {
+            Ok(()) => {
+                // A registry of one node reports no changes: forget here that it was missing.
+                self.state.auth.keys.created(&key.key);
+                self.report.keys += 1;
+            }
+            Err(Error::Conflict(_)) => self.report.keys_skipped += 1,
+            Err(e) => return Err(e),
         }
         Ok(())
     }

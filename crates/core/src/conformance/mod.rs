@@ -122,6 +122,7 @@ macro_rules! registry_conformance {
                 plan_limits_apps,
                 apps_are_unique_and_listed_by_account,
                 keys_are_created_listed_and_revoked,
+                restored_keys_keep_their_id_and_secret,
                 key_use_keeps_the_latest_time,
                 deleting_an_app_removes_its_keys_and_instances,
                 the_domain_app_is_protected,

@@ -151,6 +151,43 @@ pub async fn apps_are_unique_and_listed_by_account(registry: &dyn Registry) {
     );
 }
 
+/// A restored key keeps its id, secret and creation time; its id cannot be restored twice.
+pub async fn restored_keys_keep_their_id_and_secret(registry: &dyn Registry) {
+    let acct = account_name("restore");
+    registry
+        .create_account(&acct, Plan::Starter)
+        .await
+        .expect("account");
+    let app = app_name("restored");
+    registry.create_app(&app, &acct).await.expect("app");
+    let mut key = crate::keys::AccessKey::generate(&app, 1_600_000_000_000).expect("key");
+    key.last_used_ms = Some(1_600_000_000_001);
+    registry.restore_key(&key).await.expect("restore");
+    let found = registry
+        .get_key(&key.key)
+        .await
+        .expect("get")
+        .expect("found");
+    assert_eq!(found.secret, key.secret);
+    assert_eq!(found.created_ms, key.created_ms);
+    assert_eq!((found.last_used_ms, found.revoked_ms), (None, None));
+    assert_eq!(registry.list_keys(&app).await.expect("list"), [found]);
+    assert_eq!(
+        registry.restore_key(&key).await,
+        Err(crate::Error::Conflict(format!(
+            "access key \"{}\" already exists",
+            key.key
+        )))
+    );
+    let other = app_name("restored-missing");
+    let mut orphan = crate::keys::AccessKey::generate(&other, 1).expect("key");
+    orphan.app = other;
+    assert!(matches!(
+        registry.restore_key(&orphan).await,
+        Err(crate::Error::NotFound(_))
+    ));
+}
+
 /// Keys are generated per application, listed, looked up and revoked once.
 pub async fn keys_are_created_listed_and_revoked(registry: &dyn Registry) {
     let acct = account_name("keys");

@@ -172,6 +172,11 @@ pub trait Registry: Send + Sync + fmt::Debug + 'static {
     /// [`crate::Error::Invalid`] for the domain application.
     async fn create_key(&self, app: &AppName) -> Result<AccessKey>;
 
+    /// Record `key` as it is (id, secret, creation time; never used, not revoked): what an
+    /// import does to carry a key from another deployment. [`crate::Error::Conflict`]
+    /// ([`answers::key_exists`]) when its id exists; otherwise as [`Registry::create_key`].
+    async fn restore_key(&self, key: &AccessKey) -> Result<()>;
+
     /// The key `key`, revoked or not, if it exists.
     async fn get_key(&self, key: &KeyId) -> Result<Option<AccessKey>>;
 
@@ -276,6 +281,11 @@ pub mod answers {
     /// Application `app` has no key `key`.
     pub fn key_missing(app: impl fmt::Display, key: impl fmt::Display) -> Error {
         Error::not_found(format!("application \"{app}\" has no key \"{key}\""))
+    }
+
+    /// A restored key's id is taken.
+    pub fn key_exists(key: impl fmt::Display) -> Error {
+        Error::Conflict(format!("access key \"{key}\" already exists"))
     }
 
     /// A generated key id is taken: 96 random bits, so the random source is broken.

@@ -440,3 +440,45 @@ async fn damaged_archives_are_refused_and_a_failed_import_leaves_nothing() {
     let out = cli_ok(&node, &["import", file.to_str().unwrap(), "--app", "copy"]);
     assert_eq!(out.matches(" equal").count(), 5, "{out}");
 }
+
+/// With no server running on the data directory, export and import open it themselves.
+#[tokio::test]
+async fn export_and_import_open_a_stopped_data_directory() {
+    let dir = tempfile::tempdir().unwrap();
+    let first_dir = dir.path().join("first");
+    let mut first = embedded(&first_dir);
+    let shop = new_app(&first, "acme", "shop").await;
+    fill(&shop, 200).await;
+    let before = snapshot(&shop).await;
+    first.signal_and_wait("TERM", std::time::Duration::from_secs(30));
+
+    let file = dir.path().join("all.qta");
+    let second_dir = dir.path().join("second");
+    let run = |args: &[&std::ffi::OsStr]| {
+        let out = Command::new(BIN)
+            .args(args)
+            .env("QUINTET_MASTER_KEY", quintet_testkit::test_master_key())
+            .env("QUINTET_QUEUE_PRIVATE_TARGETS", "allow")
+            .output()
+            .unwrap();
+        assert!(out.status.success(), "{args:?}: {}", text(&out));
+        text(&out)
+    };
+    run(&[
+        "export".as_ref(),
+        "--to".as_ref(),
+        file.as_os_str(),
+        "--data-dir".as_ref(),
+        first_dir.as_os_str(),
+    ]);
+    let out = run(&[
+        "import".as_ref(),
+        file.as_os_str(),
+        "--data-dir".as_ref(),
+        second_dir.as_os_str(),
+    ]);
+    assert_eq!(out.matches(" equal").count(), 5, "{out}");
+    let second = embedded(&second_dir);
+    let copy = key_for(&second, "acme", "shop").await;
+    assert_eq!(snapshot(&copy).await, before);
+}

@@ -116,6 +116,9 @@ impl Registry for Spy {
     async fn create_key(&self, app: &AppName) -> Result<AccessKey> {
         self.inner.create_key(app).await
     }
+    async fn restore_key(&self, key: &AccessKey) -> Result<()> {
+        self.inner.restore_key(key).await
+    }
     async fn get_key(&self, key: &KeyId) -> Result<Option<AccessKey>> {
         self.key_reads.fetch_add(1, Ordering::SeqCst);
         let hidden = self.hidden.lock().unwrap().contains(key);

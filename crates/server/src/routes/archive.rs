@@ -93,19 +93,50 @@ async fn import(
         app: app_param(params.app)?,
         merge: flag("merge", params.merge.as_deref())?,
     };
-    let mut importer = Importer::new(state, options);
+    // The import runs in a task of its own, fed through a channel: if this request is
+    // dropped midway (the client left, the server stops), the channel closes, the task
+    // sees a truncated archive and removes what it created, instead of being cancelled
+    // with half an application imported.
+    let (tx, mut rx) = tokio::sync::mpsc::channel::<Result<bytes::Bytes, Error>>(4);
+    let task = tokio::spawn(async move {
+        let mut importer = Importer::new(state, options);
+        while let Some(chunk) = rx.recv().await {
+            let fed = match chunk {
+                Ok(bytes) => importer.feed(&bytes).await,
+                Err(e) => Err(e),
+            };
+            if let Err(e) = fed {
+                return Err(importer.fail(e).await);
+            }
+        }
+        importer.finish().await
+    });
     let mut stream = body.into_data_stream();
     while let Some(chunk) = stream.next().await {
-        let fed = match chunk {
-            Ok(bytes) => importer.feed(&bytes).await,
-            Err(e) => Err(Error::BadRequest(format!(
-                "the archive did not arrive whole: {e}"
-            ))),
-        };
-        if let Err(e) = fed {
-            return Err(importer.fail(e).await.into());
+        let chunk =
+            chunk.map_err(|e| Error::BadRequest(format!("the archive did not arrive whole: {e}")));
+        let failed = chunk.is_err();
+        if failed {
+            let _ = tx.send(chunk).await;
+            break;
+        }
+        if tx.send(chunk).await.is_err() {
+            // The importer stopped and answers why. The rest of the body is read and
+            // dropped, so that clients that send it all before reading (most do) get
+            // the answer rather than a broken connection.
+            while let Some(Ok(_)) = stream.next().await {}
+            break;
         }
     }
-    let report = importer.finish().await?;
-    Ok(reply::json(StatusCode::OK, &report))
+    drop(tx);
+    let report = task
+        .await
+        .map_err(|e| Error::internal(format!("the import task failed: {e}")))??;
+    let mut body = serde_json::json!({"ok": true});
+    if let (Some(out), Ok(serde_json::Value::Object(fields))) =
+        (body.as_object_mut(), serde_json::to_value(&report))
+    {
+        out.extend(fields);
+    }
+    Ok(reply::json(StatusCode::OK, &body))
 }

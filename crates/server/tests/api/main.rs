@@ -6,6 +6,7 @@
 
 mod account_tokens;
 mod admin;
+mod archive;
 mod auth;
 mod browser;
 mod cache;

@@ -11,7 +11,7 @@ use quintet_testkit::Process;
 use super::Shared;
 use crate::{
     BIN,
-    transfer::{TOKEN, cli_ok, contents, embedded, fill, key_for, new_app, snapshot},
+    transfer::{Scope, TOKEN, cli_ok, contents, embedded, fill, key_for, new_app, snapshot},
 };
 
 #[tokio::test]
@@ -28,7 +28,14 @@ async fn round_trip_embedded_to_engines_and_back() {
 
     let one = dir.path().join("one.qta");
     let started = Instant::now();
-    cli_ok(&first, &["export", "--to", one.to_str().unwrap()]);
+    cli_ok(
+        &first,
+        &["export", "--include-secrets", "--to", one.to_str().unwrap()],
+    );
+    // Secrets inside: for its owner only.
+    use std::os::unix::fs::PermissionsExt;
+    let mode = std::fs::metadata(&one).unwrap().permissions().mode();
+    assert_eq!(mode & 0o777, 0o600);
 
     let mut args = shared.args();
     args.extend(["--admin-token", TOKEN, "--queue-private-targets", "allow"]);
@@ -39,7 +46,13 @@ async fn round_trip_embedded_to_engines_and_back() {
     );
     let out = cli_ok(&engines, &["import", one.to_str().unwrap()]);
     assert_eq!(out.matches(" equal").count(), 5, "{out}");
-    let on_engines = key_for(&engines, "acme", "shop").await;
+    assert!(out.contains("1 access keys created"), "{out}");
+    // The key travelled with its secret: the first node's token works on the engines.
+    let on_engines = Scope {
+        node: &engines,
+        prefix: shop.prefix.clone(),
+        token: shop.token.clone(),
+    };
     let mut seen = snapshot(&on_engines).await;
     // S3 computes its own entity tags; everything else is the same.
     for o in seen["objects"].as_array_mut().unwrap() {
@@ -81,4 +94,81 @@ async fn round_trip_embedded_to_engines_and_back() {
             other => panic!("{k1}: {other:?}"),
         }
     }
+}
+
+/// `quintet migrate` moves a stopped embedded node to a node on PostgreSQL, Redis and S3
+/// (given by its TOML file) and back to a fresh data directory, printing the check.
+#[tokio::test]
+async fn migrate_moves_a_stopped_node_to_the_engines_and_back() {
+    let Some(shared) =
+        Shared::every_service("migrate_moves_a_stopped_node_to_the_engines_and_back").await
+    else {
+        return;
+    };
+    let dir = tempfile::tempdir().unwrap();
+    let first_dir = dir.path().join("first");
+    let mut first = embedded(&first_dir);
+    let shop = new_app(&first, "acme", "shop").await;
+    fill(&shop, 300).await;
+    let before = snapshot(&shop).await;
+    first.signal_and_wait("TERM", std::time::Duration::from_secs(30));
+
+    // The engines' node, as a TOML file: the settings `Shared::args` gives as flags.
+    let args = shared.args();
+    let mut toml = format!(
+        "data_dir = {:?}\nadmin_token = {TOKEN:?}\nqueue_private_targets = \"allow\"\n",
+        dir.path().join("engines")
+    );
+    for pair in args.chunks(2) {
+        toml.push_str(&format!(
+            "{} = {:?}\n",
+            pair[0].trim_start_matches("--"),
+            pair[1]
+        ));
+    }
+    let config = dir.path().join("engines.toml");
+    std::fs::write(&config, toml).unwrap();
+    let migrate = |from: &std::path::Path, to: &std::path::Path| {
+        let out = std::process::Command::new(BIN)
+            .args(["migrate", "--from"])
+            .arg(from)
+            .arg("--to")
+            .arg(to)
+            .env("QUINTET_MASTER_KEY", quintet_testkit::test_master_key())
+            .env("QUINTET_QUEUE_PRIVATE_TARGETS", "allow")
+            .output()
+            .unwrap();
+        let text = String::from_utf8_lossy(&out.stdout).into_owned();
+        assert!(
+            out.status.success(),
+            "{text}{}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        text
+    };
+    let out = migrate(&first_dir, &config);
+    assert_eq!(out.matches(" equal").count(), 5, "{out}");
+    let last_dir = dir.path().join("last");
+    let out = migrate(&config, &last_dir);
+    assert_eq!(out.matches(" equal").count(), 5, "{out}");
+    // Migrating again without --merge is refused: everything exists.
+    let again = std::process::Command::new(BIN)
+        .args(["migrate", "--from"])
+        .arg(&config)
+        .arg("--to")
+        .arg(&last_dir)
+        .env("QUINTET_MASTER_KEY", quintet_testkit::test_master_key())
+        .env("QUINTET_QUEUE_PRIVATE_TARGETS", "allow")
+        .output()
+        .unwrap();
+    assert!(!again.status.success());
+    assert!(
+        String::from_utf8_lossy(&again.stderr).contains("exists on this server"),
+        "{}",
+        String::from_utf8_lossy(&again.stderr)
+    );
+
+    let last = embedded(&last_dir);
+    let back = key_for(&last, "acme", "shop").await;
+    assert_eq!(snapshot(&back).await, before);
 }
