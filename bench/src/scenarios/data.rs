@@ -28,7 +28,7 @@ pub fn all() -> Vec<Box<dyn Scenario>> {
 }
 
 /// A bulk body of `n` small documents with ids `<prefix>-<i>`.
-fn bulk_body(prefix: &str, n: usize, doc: impl Fn(usize) -> String) -> Bytes {
+pub(super) fn bulk_body(prefix: &str, n: usize, doc: impl Fn(usize) -> String) -> Bytes {
     let mut s = String::with_capacity(n * 96);
     s.push('[');
     for i in 0..n {
@@ -41,7 +41,7 @@ fn bulk_body(prefix: &str, n: usize, doc: impl Fn(usize) -> String) -> Bytes {
     Bytes::from(s)
 }
 
-fn post(path: String, body: Bytes) -> Req {
+pub(super) fn post(path: String, body: Bytes) -> Req {
     Req {
         method: Method::POST,
         path,
@@ -51,7 +51,7 @@ fn post(path: String, body: Bytes) -> Req {
 }
 
 /// Send `reqs` over `concurrency` connections, each expecting 200.
-async fn send_all(ctx: &Ctx, reqs: Vec<Req>, concurrency: usize) -> anyhow::Result<()> {
+pub(super) async fn send_all(ctx: &Ctx, reqs: Vec<Req>, concurrency: usize) -> anyhow::Result<()> {
     let client = Client::builder(TokioExecutor::new()).build_http::<Full<Bytes>>();
     let queue = Arc::new(std::sync::Mutex::new(reqs));
     let mut tasks = Vec::new();

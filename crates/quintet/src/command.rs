@@ -7,7 +7,7 @@
 
 use clap::{CommandFactory, FromArgMatches, Parser, Subcommand};
 
-use crate::{admin, cert, cli, master_key, token};
+use crate::{admin, backup, cert, cli, master_key, token};
 
 /// quintet: data, cache, search, queue and storage for applications, in one program.
 #[derive(Debug, Parser)]
@@ -43,6 +43,11 @@ pub enum Command {
     MasterKey(master_key::MasterKeyCommand),
     /// Write a TLS certificate clients accept, signed by a local authority to trust.
     Cert(cert::CertArgs),
+    /// Back up a node's data directory while it serves (or while stopped), or verify a
+    /// backup (see docs/operations.md).
+    Backup(backup::BackupArgs),
+    /// Restore a backup into a data directory.
+    Restore(backup::RestoreArgs),
 }
 
 /// The command line with every `serve` setting also read from its environment variable.

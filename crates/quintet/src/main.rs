@@ -38,6 +38,8 @@ fn main() -> ExitCode {
         Command::AdminToken(args) => master_key::run_admin_token(args),
         Command::MasterKey(cmd) => master_key::run_master_key(cmd),
         Command::Cert(args) => quintet::cert::run(args),
+        Command::Backup(args) => quintet::backup::run(args),
+        Command::Restore(args) => quintet::backup::restore(args),
     };
     match result {
         Ok(()) => ExitCode::SUCCESS,

@@ -12,6 +12,7 @@
 
 pub mod admission;
 pub mod auth;
+pub mod backups;
 pub mod body_deadline;
 pub mod changes;
 pub mod config;

@@ -50,6 +50,9 @@ pub struct AppState {
     pub usage: Arc<Usage>,
     /// The open connections and their bounds.
     pub connections: Arc<ConnectionLimits>,
+    /// Writes the node's backups (`/_admin/backups`); `None` where the node keeps nothing
+    /// a backup copies (every service on shared engines).
+    pub backups: Option<Arc<dyn crate::backups::Backups>>,
 }
 
 impl AppState {
@@ -120,6 +123,7 @@ impl AppState {
             invalidator,
             clock,
             dispatcher,
+            backups: None,
         }
     }
 }

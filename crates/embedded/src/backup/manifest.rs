@@ -284,6 +284,12 @@ pub fn restore(
     progress: &(dyn Fn(&str, u64, u64) + Sync),
 ) -> Result<Manifest, RestoreError> {
     let total = Manifest::read(src)?.bytes;
+    // Refused before the (long) verification; checked again under the lock below.
+    let holds_something = fs::read_dir(dst)
+        .is_ok_and(|mut entries| entries.any(|e| e.is_ok_and(|e| e.file_name() != "LOCK")));
+    if holds_something && !force {
+        return Err(RestoreError::NotEmpty(dst.to_owned()));
+    }
     let manifest = verify(src, &|done| progress("verify", done, total))?;
     let dir = DataDir::open(dst).map_err(|e| RestoreError::Target(e.to_string()))?;
     if dir.found() == Found::Used {

@@ -6,6 +6,7 @@ use axum::{Router, extract::DefaultBodyLimit};
 use crate::state::AppState;
 
 mod admin;
+mod backups;
 mod cache;
 mod data;
 mod lifecycle;
@@ -23,6 +24,7 @@ pub fn router(state: AppState) -> Router {
         .merge(lifecycle::routes())
         .merge(queue::routes())
         .merge(admin::routes())
+        .merge(backups::routes())
         .merge(cache::routes())
         .merge(data::routes())
         .merge(search::routes())
