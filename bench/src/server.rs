@@ -16,7 +16,7 @@ pub struct Server {
     child: Child,
     /// `host:port` it listens on.
     pub addr: String,
-    _dir: tempfile::TempDir,
+    dir: tempfile::TempDir,
 }
 
 impl Server {
@@ -51,11 +51,12 @@ impl Server {
             let _ = child.kill();
             bail!("the server did not report its address");
         };
-        Ok(Self {
-            child,
-            addr,
-            _dir: dir,
-        })
+        Ok(Self { child, addr, dir })
+    }
+
+    /// The server's data directory.
+    pub fn data_dir(&self) -> PathBuf {
+        self.dir.path().join("data")
     }
 
     /// The server's process id (for memory readings).

@@ -13,6 +13,7 @@ use tokio::sync::Mutex;
 
 use crate::load::{self, LoadResult, LoadSpec, MakeReq, Req};
 
+mod backup;
 mod cache;
 mod ceiling;
 mod data;
@@ -44,6 +45,8 @@ pub fn all() -> Vec<Box<dyn Scenario>> {
     }));
     all.extend(queue::scenarios());
     all.extend(transfer::scenarios());
+    all.push(Box::new(backup::Speed));
+    all.push(Box::new(backup::RateDuring));
     all.extend(scale_out::scenarios());
     all
 }
@@ -55,6 +58,15 @@ pub enum Target {
     None,
     /// Requests per second at least this fraction of the ceiling at the same concurrency.
     CeilingRatio(f64),
+    /// The measurement's ratio (reported in the ratio column) at least `at_least` of
+    /// `what`, measured in the same run (a backup against `cp -a`, a rate against the rate
+    /// without).
+    RatioOf {
+        /// What the ratio compares with.
+        what: &'static str,
+        /// Least ratio.
+        at_least: f64,
+    },
     /// Items (documents, jobs…) per second at least this.
     ItemsPerSec(f64),
     /// Median latency at most this many milliseconds.
@@ -85,6 +97,7 @@ impl Target {
         match self {
             Self::None => "–".to_owned(),
             Self::CeilingRatio(r) => format!("≥{:.0} % of ceiling", r * 100.0),
+            Self::RatioOf { what, at_least } => format!("≥{:.0} % of {what}", at_least * 100.0),
             Self::ItemsPerSec(n) => format!("≥{n:.0} items/s"),
             Self::P50AtMostMs(ms) => format!("p50 ≤{ms} ms"),
             Self::MegabytesPerSec(mb) => format!("≥{mb:.0} MB/s"),
@@ -104,6 +117,7 @@ impl Target {
         match self {
             Self::None => None,
             Self::CeilingRatio(r) => m.ratio.map(|x| x >= *r),
+            Self::RatioOf { at_least, .. } => m.ratio.map(|x| x >= *at_least),
             Self::ItemsPerSec(n) => m.items_per_sec.map(|x| x >= *n),
             Self::P50AtMostMs(ms) => Some(m.p50_ms <= *ms),
             Self::MegabytesPerSec(mb) => m.megabytes_per_sec.map(|x| x >= *mb),

@@ -8,10 +8,13 @@
 //! - [`search::TantivySearchIndex`]: one index directory per instance.
 //! - [`storage::FsBlobStore`]: one directory of objects per instance, metadata in SQLite.
 //!
+//! [`backup`] copies the whole directory consistently while the stores serve.
+//!
 //! SQLite files are reached through [`sqlite::SqliteDb`]: one writer thread per file that
 //! commits waiting writes together (group commit), and pooled readers. Adapters know
 //! nothing of HTTP.
 
+pub mod backup;
 pub mod cache;
 pub mod data;
 pub mod datadir;

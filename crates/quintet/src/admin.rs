@@ -243,6 +243,34 @@ pub(crate) struct Admin {
 }
 
 impl Conn {
+    /// The data directory these settings name (`--data-dir`, the `--config` file's, else
+    /// `./quintet-data`).
+    pub(crate) fn resolved_data_dir(&self) -> anyhow::Result<PathBuf> {
+        let file = match &self.config {
+            Some(path) => read_file(path)?,
+            None => ServeArgs::default(),
+        };
+        Ok(self
+            .data_dir
+            .clone()
+            .or(file.data_dir)
+            .unwrap_or_else(|| PathBuf::from("quintet-data")))
+    }
+
+    /// The backup directory the server uses (the `--config` file's `backup_dir`, else
+    /// `backups` in the data directory).
+    pub(crate) fn resolved_backup_dir(&self) -> anyhow::Result<PathBuf> {
+        let file = match &self.config {
+            Some(path) => read_file(path)?,
+            None => ServeArgs::default(),
+        };
+        Ok(match file.backup_dir {
+            Some(dir) => dir,
+            None => self.resolved_data_dir()?.join(crate::backup::DEFAULT_DIR),
+        })
+    }
+
+    /// A client of the server these settings name.
     pub(crate) fn connect(self) -> anyhow::Result<Admin> {
         let mut file = match &self.config {
             Some(path) => read_file(path)?,
@@ -320,8 +348,32 @@ fn url_of(file: &ServeArgs) -> String {
 impl Admin {
     /// Call the admin API; the answer's JSON, or an error with the server's message.
     async fn call(&self, method: Method, path: &str, body: Option<Value>) -> anyhow::Result<Value> {
+        self.call_within(method, path, body, None).await
+    }
+
+    /// [`Admin::call`] for calls that take as long as their work (a backup): no timeout.
+    pub(crate) async fn call_long(
+        &self,
+        method: Method,
+        path: &str,
+        body: Option<Value>,
+    ) -> anyhow::Result<Value> {
+        self.call_within(method, path, body, Some(Duration::from_secs(7 * 86_400)))
+            .await
+    }
+
+    async fn call_within(
+        &self,
+        method: Method,
+        path: &str,
+        body: Option<Value>,
+        timeout: Option<Duration>,
+    ) -> anyhow::Result<Value> {
         let url = format!("{}{path}", self.base);
         let mut req = self.http.request(method, &url).bearer_auth(&self.token);
+        if let Some(timeout) = timeout {
+            req = req.timeout(timeout);
+        }
         if let Some(body) = body {
             req = req.json(&body);
         }

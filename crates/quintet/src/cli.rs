@@ -149,6 +149,11 @@ pub struct ServeArgs {
     #[arg(long, value_name = "DIR")]
     pub data_dir: Option<PathBuf>,
 
+    /// Directory the backups of `POST /_admin/backups` are written into, by name
+    /// [default: `backups` in the data directory]
+    #[arg(long, value_name = "DIR")]
+    pub backup_dir: Option<PathBuf>,
+
     /// Where accounts, applications, keys and instances are recorded: `embedded` (in the
     /// data directory, one node) or a PostgreSQL URL shared by every node, e.g.
     /// postgres://quintet:secret@db:5432/quintet [default: embedded]
@@ -433,6 +438,8 @@ pub struct ServeConfig {
     pub server: quintet_server::Config,
     /// The embedded stores' directory.
     pub data_dir: PathBuf,
+    /// Where `POST /_admin/backups` writes backups.
+    pub backup_dir: PathBuf,
     /// The configured admin token; `None` derives it from the master key.
     pub admin_token: Option<Secret>,
     /// Start even if the data directory is open to other users.
@@ -604,6 +611,9 @@ impl ServeArgs {
             .map(|u| check_proxy_url(&u))
             .transpose()?;
         let data_dir = s.data_dir.unwrap_or_else(|| PathBuf::from("quintet-data"));
+        let backup_dir = s
+            .backup_dir
+            .unwrap_or_else(|| data_dir.join(crate::backup::DEFAULT_DIR));
         let master_key = crate::master_key::MasterKeySource::new(
             s.master_key,
             s.master_key_file,
@@ -650,6 +660,7 @@ impl ServeArgs {
                 )?,
             },
             data_dir,
+            backup_dir,
             admin_token,
             shared_data_dir: s.insecure_shared_data_dir.unwrap_or(false),
             master_key,

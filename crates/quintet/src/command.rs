@@ -7,7 +7,7 @@
 
 use clap::{CommandFactory, FromArgMatches, Parser, Subcommand};
 
-use crate::{admin, cert, cli, master_key, shell, token, transfer};
+use crate::{admin, backup, cert, cli, master_key, shell, token, transfer};
 
 /// quintet: data, cache, search, queue and storage for applications, in one program.
 #[derive(Debug, Parser)]
@@ -54,6 +54,11 @@ pub enum Command {
     /// Copy everything from one stopped node to another (say embedded to PostgreSQL, Redis
     /// and S3, or back), and check it reads back equal.
     Migrate(transfer::MigrateArgs),
+    /// Back up a node's data directory while it serves (or while stopped), or verify a
+    /// backup (see docs/operations.md).
+    Backup(backup::BackupArgs),
+    /// Restore a backup into a data directory.
+    Restore(backup::RestoreArgs),
 }
 
 /// The command line with every `serve` setting also read from its environment variable.

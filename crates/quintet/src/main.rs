@@ -48,6 +48,8 @@ fn main() -> ExitCode {
             rustix::process::umask(rustix::fs::Mode::from_raw_mode(0o077));
             quintet::transfer::run_migrate(args)
         }
+        Command::Backup(args) => quintet::backup::run(args),
+        Command::Restore(args) => quintet::backup::restore(args),
     };
     match result {
         Ok(()) => ExitCode::SUCCESS,

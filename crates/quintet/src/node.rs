@@ -147,7 +147,13 @@ async fn assemble(
     {
         server.admin_tokens.push(legacy);
     }
-    let state = AppState::with_clock(opened.services, server, clock);
+    let mut state = AppState::with_clock(opened.services, server, clock);
+    if let Some(source) = opened.backup_source {
+        state.backups = Some(Arc::new(crate::backup::NodeBackups::new(
+            config.backup_dir.clone(),
+            source,
+        )));
+    }
     quintet_server::startup(&state).await?;
     let admin = AdminToken {
         token,

@@ -33,6 +33,8 @@ pub struct Opened {
     /// Names the registry the node uses: [`EMBEDDED_REGISTRY`], or
     /// `postgres:<the registry's id>`.
     pub registry_identity: String,
+    /// What a backup copies, when every service is embedded (see [`crate::backup`]).
+    pub backup_source: Option<quintet_embedded::backup::Source>,
 }
 
 /// Open the adapters `adapters` names: those on shared engines, then, once `accept` agreed
@@ -61,6 +63,8 @@ pub async fn open(
         ring,
         disk: std::cell::OnceCell::new(),
         disk_reserve,
+        cache_store: std::cell::OnceCell::new(),
+        blob_store: std::cell::OnceCell::new(),
     };
     let services = Services {
         registry: registry.map_or_else(|| local.registry(), Ok)?,
@@ -70,9 +74,27 @@ pub async fn open(
         queue: queue.map_or_else(|| local.queue(), Ok)?,
         storage: storage.map_or_else(|| local.storage(), Ok)?,
     };
+    let all_embedded = [
+        adapters.registry.is_shared(),
+        adapters.data.is_shared(),
+        adapters.cache.is_shared(),
+        adapters.search.is_shared(),
+        adapters.queue.is_shared(),
+        adapters.storage.is_shared(),
+    ]
+    .iter()
+    .all(|shared| !shared);
+    let backup_source = all_embedded.then(|| {
+        quintet_embedded::backup::Source::new(
+            dir.root(),
+            local.cache_store.get().cloned(),
+            local.blob_store.get().cloned(),
+        )
+    });
     Ok(Opened {
         services,
         registry_identity: shared.identity,
+        backup_source,
     })
 }
 
@@ -86,6 +108,9 @@ struct Local<'a> {
     /// The free space every embedded store admits its writes by, measured on first use.
     disk: std::cell::OnceCell<Arc<DiskSpace>>,
     disk_reserve: Option<u64>,
+    /// The cache and storage as opened, for backups, which ask them for their points.
+    cache_store: std::cell::OnceCell<Arc<quintet_embedded::cache::EmbeddedCache>>,
+    blob_store: std::cell::OnceCell<Arc<quintet_embedded::storage::FsBlobStore>>,
 }
 
 impl Local<'_> {
@@ -102,11 +127,9 @@ impl Local<'_> {
     }
 
     fn cache(&self) -> anyhow::Result<Arc<dyn Cache>> {
-        Ok(Arc::new(self.dir.cache(
-            self.clock(),
-            self.cache,
-            self.disk()?,
-        )?))
+        let cache = Arc::new(self.dir.cache(self.clock(), self.cache, self.disk()?)?);
+        let _ = self.cache_store.set(Arc::clone(&cache));
+        Ok(cache)
     }
 
     fn search(&self) -> anyhow::Result<Arc<dyn SearchIndex>> {
@@ -119,11 +142,9 @@ impl Local<'_> {
 
     fn storage(&self) -> anyhow::Result<Arc<dyn ObjectStorage>> {
         let signer = UrlSigner::from_keyring(&self.ring);
-        Ok(Arc::new(self.dir.storage(
-            self.clock(),
-            signer,
-            self.disk()?,
-        )?))
+        let storage = Arc::new(self.dir.storage(self.clock(), signer, self.disk()?)?);
+        let _ = self.blob_store.set(Arc::clone(&storage));
+        Ok(storage)
     }
 
     fn clock(&self) -> Arc<dyn Clock> {

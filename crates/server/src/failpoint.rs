@@ -6,6 +6,7 @@
 //! | point | reached |
 //! |---|---|
 //! | `instance-destroyed` | `DELETE /<type>/<name>`: the registry forgot the instance, its contents are still there |
+//! | `backup-midway` | a backup (`quintet backup`, `POST /_admin/backups`): its files are copied, its manifest is not written |
 //! | `app-contents-midway` | `DELETE /_admin/apps/<app>`: the registry forgot the application, the first instance's contents are gone, the others' are not |
 
 use std::sync::OnceLock;

@@ -40,6 +40,9 @@ pub struct Instances {
     /// Held while an instance of an application with limits is counted and created, so
     /// that concurrent creations on this node cannot both take the last place.
     counting: tokio::sync::Mutex<()>,
+    /// Held (shared) by every creation and destruction of an instance, and exclusively
+    /// while a backup fixes its point in time ([`Instances::hold_changes`]).
+    changes: Arc<tokio::sync::RwLock<()>>,
 }
 
 fn slot(kind: ServiceType) -> usize {
@@ -63,6 +66,7 @@ impl Instances {
             epoch: AtomicU64::new(0),
             quotas,
             counting: tokio::sync::Mutex::new(()),
+            changes: Arc::default(),
         }
     }
 
@@ -158,6 +162,14 @@ impl Instances {
         }
     }
 
+    /// Wait until no instance is being created or destroyed, and keep it so until the
+    /// guard is dropped: a backup fixes the registry's and the stores' points meanwhile,
+    /// so that they agree (no instance recorded without its contents, no contents of an
+    /// instance the registry never handed out).
+    pub async fn hold_changes(&self) -> tokio::sync::OwnedRwLockWriteGuard<()> {
+        Arc::clone(&self.changes).write_owned().await
+    }
+
     /// Record a new instance in the registry, then prepare its storage. When the adapter
     /// fails, the registry entry is removed again so no half-created instance remains.
     pub async fn create(
@@ -167,6 +179,7 @@ impl Instances {
         config: InstanceConfig,
     ) -> Result<Instance> {
         let kind = config.kind();
+        let _change = self.changes.read().await;
         if let InstanceConfig::Queue(queue) = &config {
             self.dispatcher.check_target(app, queue).await?;
         }
@@ -217,6 +230,7 @@ impl Instances {
         let parsed: InstanceName = name
             .parse()
             .map_err(|_| answers::instance_missing(kind, name))?;
+        let _change = self.changes.read().await;
         let instance = self
             .services
             .registry
@@ -241,6 +255,7 @@ impl Instances {
     /// then removes with [`Instances::drop_contents`]. A crash in between leaves contents
     /// that the start-up sweep removes.
     pub async fn delete_app(&self, app: &AppName) -> Result<(App, Vec<Instance>)> {
+        let _change = self.changes.read().await;
         let deleted = self.services.registry.delete_app(app).await;
         self.forget_app(app);
         deleted

@@ -14,6 +14,7 @@
 pub mod admission;
 pub mod archive;
 pub mod auth;
+pub mod backups;
 pub mod body_deadline;
 pub mod changes;
 pub mod config;

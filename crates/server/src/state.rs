@@ -59,6 +59,9 @@ pub struct AppState {
     pub feeds: Arc<FeedHub>,
     /// When this state was made (the node started), milliseconds since the Unix epoch.
     pub started_ms: i64,
+    /// Writes the node's backups (`/_admin/backups`); `None` where the node keeps nothing
+    /// a backup copies (every service on shared engines).
+    pub backups: Option<Arc<dyn crate::backups::Backups>>,
 }
 
 impl AppState {
@@ -144,6 +147,7 @@ impl AppState {
             invalidator,
             clock,
             dispatcher,
+            backups: None,
         }
     }
 }

@@ -139,6 +139,9 @@ enum Msg {
     Copied(Result<LiveCopy>),
     /// Stop the thread; answered once every earlier write is done.
     Close(Option<oneshot::Sender<()>>),
+    /// The file and the end of its last record, between two batches: every write
+    /// answered before lies within (for a backup, see [`crate::backup`]).
+    Snapshot(oneshot::Sender<(Arc<File>, u64)>),
 }
 
 impl Log {
@@ -225,6 +228,15 @@ impl Log {
         let (tx, rx) = oneshot::channel();
         self.tx.send(Msg::Compact(tx)).map_err(|_| closed())?;
         rx.await.map_err(|_| closed())?
+    }
+
+    /// The file and the end of its records now: that prefix of the file holds every write
+    /// answered so far, and is never changed afterwards (later writes go after it, and a
+    /// compaction writes a new file). For a consistent copy while writes go on.
+    pub(crate) async fn snapshot(&self) -> Result<(Arc<File>, u64)> {
+        let (tx, rx) = oneshot::channel();
+        self.tx.send(Msg::Snapshot(tx)).map_err(|_| closed())?;
+        rx.await.map_err(|_| closed())
     }
 
     /// The file values are read from. Take it under the index lock, together with the
@@ -451,7 +463,7 @@ impl Writer {
                             Msg::Close(Some(r)) => {
                                 let _ = r.send(());
                             }
-                            Msg::Close(None) | Msg::Copied(_) => {}
+                            Msg::Close(None) | Msg::Copied(_) | Msg::Snapshot(_) => {}
                         }
                     }
                     return;
@@ -463,6 +475,9 @@ impl Writer {
                     }
                 }
                 Some(Msg::Copied(copy)) => self.finish_compaction(copy),
+                Some(Msg::Snapshot(reply)) => {
+                    let _ = reply.send((Arc::clone(&self.file), self.tail));
+                }
                 Some(Msg::Write(_)) | None => {}
             }
             next = rx.recv().ok();

@@ -168,6 +168,15 @@ impl EmbeddedCache {
         Ok(cache)
     }
 
+    /// The log and the end of its records now (`None` in memory-only mode): a prefix that
+    /// holds every write answered so far and never changes (see [`crate::backup`]).
+    pub(crate) async fn log_snapshot(&self) -> Result<Option<(Arc<std::fs::File>, u64)>> {
+        match &self.inner.log {
+            Some(log) => log.snapshot().await.map(Some),
+            None => Ok(None),
+        }
+    }
+
     /// Entries held and their bytes.
     pub fn stats(&self) -> CacheStats {
         let (entries, bytes, values_in_memory) = self.inner.lock().stats();

@@ -34,7 +34,7 @@ pub(super) fn new_name() -> Result<String> {
 }
 
 /// Whether `name` looks like a blob file (and so may be collected when unreferenced).
-pub(super) fn is_blob_name(name: &str) -> bool {
+pub(crate) fn is_blob_name(name: &str) -> bool {
     name.len() == 32 && name.bytes().all(|b| b.is_ascii_hexdigit())
 }
 

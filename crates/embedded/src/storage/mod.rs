@@ -25,6 +25,8 @@
 
 mod blobs;
 
+pub(crate) use blobs::is_blob_name;
+
 use std::{collections::HashSet, fs, path::Path, sync::Arc, time::Duration};
 
 use async_trait::async_trait;
@@ -140,6 +142,17 @@ impl FsBlobStore {
 
     fn db(&self) -> &SqliteDb {
         self.tables.db()
+    }
+
+    /// Run `f` on the metadata's writer thread, so no object is committed (and no blob
+    /// replaced by a commit is removed) while it runs: a backup captures the rows and
+    /// their blobs together (see [`crate::backup`]).
+    pub(crate) async fn with_writes_held<T, F>(&self, f: F) -> Result<T>
+    where
+        T: Send + 'static,
+        F: FnOnce() -> Result<T> + Send + 'static,
+    {
+        self.db().write(move |_| f()).await
     }
 
     /// The row of `path`; with `data`, also the content of an inline object.

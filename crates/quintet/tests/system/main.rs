@@ -10,6 +10,7 @@
 /// The binary under test.
 const BIN: &str = env!("CARGO_BIN_EXE_quintet");
 
+mod backup;
 mod cache;
 mod cli;
 mod config_fuzz;

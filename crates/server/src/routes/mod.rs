@@ -7,6 +7,7 @@ use crate::state::AppState;
 
 mod admin;
 mod archive;
+mod backups;
 mod cache;
 mod data;
 mod feed;
@@ -27,6 +28,7 @@ pub fn router(state: AppState) -> Router {
         .merge(lifecycle::routes())
         .merge(queue::routes())
         .merge(admin::routes())
+        .merge(backups::routes())
         .merge(cache::routes())
         .merge(data::routes())
         .merge(feed::routes())
