@@ -58,6 +58,11 @@ impl Server {
         })
     }
 
+    /// The server's data directory.
+    pub fn data_dir(&self) -> PathBuf {
+        self._dir.path().join("data")
+    }
+
     /// The server's process id (for memory readings).
     pub fn pid(&self) -> u32 {
         self.child.id()
