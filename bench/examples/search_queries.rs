@@ -7,10 +7,15 @@
 //!
 //! ```text
 //! search_queries build <dir>                      # 100,000 documents, merged
+//! search_queries build-one <dir>                  # the same in one segment
 //! search_queries query <dir> [limit] [count]      # answer `count` queries, report the time
 //! search_queries dump <dir> [limit] > answers     # every answer, to compare two versions
 //! search_queries cpu <dir> [limit] [count]        # 16 at a time: CPU time per query
+//! search_queries answers <dir>                    # as tests/search_answers.txt has them
 //! ```
+//!
+//! `build-one` and `answers` make the fixture of `tests/search_answers.rs` (the answers
+//! of one version, for the next to compare with).
 
 #![allow(clippy::unwrap_used, clippy::expect_used, missing_docs)]
 
@@ -25,7 +30,7 @@ use quintet_core::{
     },
     search::{SearchDoc, SearchQuery},
 };
-use quintet_embedded::search::TantivySearchIndex;
+use quintet_embedded::search::{Settings, TantivySearchIndex};
 use serde_json::json;
 
 const BULK: usize = 5_000;
@@ -65,6 +70,13 @@ fn parse(q: &str, limit: Option<usize>) -> SearchQuery {
     SearchQuery::from_json(&body, &config()).unwrap()
 }
 
+/// 64-bit FNV-1a of `text` (the fixture's hash of an answer's ids).
+fn fnv(text: &str) -> u64 {
+    text.bytes().fold(0xcbf2_9ce4_8422_2325, |h, b| {
+        (h ^ u64::from(b)).wrapping_mul(0x0000_0100_0000_01b3)
+    })
+}
+
 /// User + system CPU time of this process so far (Linux), in seconds.
 fn cpu_seconds() -> f64 {
     let stat = std::fs::read_to_string("/proc/self/stat").unwrap();
@@ -86,8 +98,41 @@ async fn main() {
         .map(|l| l.parse().unwrap());
     let Corpus { docs, queries } = corpus();
     let inst = instance();
-    let index = TantivySearchIndex::open(dir).unwrap();
+    let index = if mode == "build-one" {
+        let settings = Settings {
+            writer_heap_bytes: 1 << 30,
+            ..Settings::default()
+        };
+        TantivySearchIndex::open_with(dir, settings).unwrap()
+    } else {
+        TantivySearchIndex::open(dir).unwrap()
+    };
     match mode {
+        "build-one" => {
+            index.create_instance(&inst).await.unwrap();
+            let docs = docs
+                .into_iter()
+                .map(|d| SearchDoc::from_bulk_entry(d, &config()).unwrap())
+                .collect();
+            index.bulk(&inst, docs).await.unwrap();
+            index.close().await.unwrap();
+        }
+        "answers" => {
+            let mut out = std::io::stdout().lock();
+            for q in &queries {
+                let ids = |limit: Option<usize>| {
+                    let (index, inst, query) = (&index, &inst, parse(q, limit));
+                    async move {
+                        let matches = index.query(inst, &query).await.unwrap();
+                        let ids: Vec<&str> = matches.iter().map(|m| m.id.as_str()).collect();
+                        ids.join(",")
+                    }
+                };
+                let top = ids(Some(10)).await;
+                let default = fnv(&ids(None).await);
+                writeln!(out, "{q}\t{top}\t{default:016x}").unwrap();
+            }
+        }
         "build" => {
             index.create_instance(&inst).await.unwrap();
             let t = Instant::now();

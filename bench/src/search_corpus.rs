@@ -10,6 +10,7 @@ use serde_json::{Value, json};
 pub const DOCS: usize = 100_000;
 
 /// A small deterministic generator (xorshift64*).
+#[derive(Clone)]
 struct Rng(u64);
 
 impl Rng {
@@ -64,8 +65,14 @@ pub struct Corpus {
     pub queries: Vec<String>,
 }
 
-/// The corpus, the same at every call (a fixed seed).
+/// The corpus of [`DOCS`] documents, the same at every call (a fixed seed).
 pub fn corpus() -> Corpus {
+    corpus_of(DOCS)
+}
+
+/// A corpus of `docs` documents from the same vocabulary, with the same queries as
+/// [`corpus`] (the first [`DOCS`] documents are [`corpus`]'s when `docs` is at least that).
+pub fn corpus_of(docs: usize) -> Corpus {
     let mut rng = Rng(0x9E37_79B9_7F4A_7C15);
     let vocab = vocabulary(&mut rng, 20_000);
     let phrase = |rng: &mut Rng, lo: usize, hi: usize| -> String {
@@ -75,13 +82,19 @@ pub fn corpus() -> Corpus {
             .collect::<Vec<_>>()
             .join(" ")
     };
-    let docs = (0..DOCS)
-        .map(|i| {
-            let title = phrase(&mut rng, 2, 4);
-            let body = format!("{}.", phrase(&mut rng, 8, 14));
-            json!({"_id": format!("d{i}"), "title": title, "body": body})
-        })
-        .collect();
+    let doc = |rng: &mut Rng, i: usize| {
+        let title = phrase(rng, 2, 4);
+        let body = format!("{}.", phrase(rng, 8, 14));
+        json!({"_id": format!("d{i}"), "title": title, "body": body})
+    };
+    let mut all: Vec<Value> = (0..DOCS).map(|i| doc(&mut rng, i)).collect();
+    // The queries are drawn after the first DOCS documents, as they were before larger
+    // corpora existed, and the documents beyond those from a copy of the generator.
+    let mut more = rng.clone();
+    more.0 ^= 0x5DEE_CE66_D1CE_4E5B;
+    all.extend((DOCS..docs).map(|i| doc(&mut more, i)));
+    all.truncate(docs);
+    let docs = all;
     // Queries: a word from the commoner part of the vocabulary with one edit (swap,
     // substitution or deletion), half of them after a correctly spelled word.
     let queries = (0..2_000)

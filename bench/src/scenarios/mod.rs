@@ -34,15 +34,29 @@ pub fn all() -> Vec<Box<dyn Scenario>> {
     all.push(Box::new(storage::SmallGet));
     all.extend(data::all());
     all.push(Box::new(search::BulkIndex));
-    // The goal row sends no `limit`, so the API's default applies; limit 10 for contrast.
-    all.push(Box::new(search::TypoQueries {
-        limit: None,
-        goal: true,
-    }));
-    all.push(Box::new(search::TypoQueries {
-        limit: Some(10),
-        goal: false,
-    }));
+    // Issue #25's goals: the default limit (no `limit` sent) at 16 connections and at one,
+    // limit 10 against the ceiling, and a corpus ten times larger.
+    let typo = |limit, connections, docs, target| search::TypoQueries {
+        limit,
+        connections,
+        docs,
+        target,
+    };
+    let docs = crate::search_corpus::DOCS;
+    all.push(Box::new(typo(None, 16, docs, Target::P50AtMostMs(1.5))));
+    all.push(Box::new(typo(
+        Some(10),
+        16,
+        docs,
+        Target::CeilingRatio(0.2),
+    )));
+    all.push(Box::new(typo(None, 1, docs, Target::P50AtMostMs(0.3))));
+    all.push(Box::new(typo(
+        None,
+        16,
+        10 * docs,
+        Target::P50AtMostMs(5.0),
+    )));
     all.extend(queue::scenarios());
     all.extend(transfer::scenarios());
     all.push(Box::new(backup::Speed));

@@ -17,7 +17,7 @@ use serde_json::{Value, json};
 use super::{Ctx, Measurement, Scenario, Target};
 use crate::{
     load::{MakeReq, Req},
-    search_corpus::{Corpus, DOCS, corpus},
+    search_corpus::{Corpus, DOCS, corpus, corpus_of},
 };
 
 /// Documents per bulk request.
@@ -93,7 +93,7 @@ impl Scenario for BulkIndex {
     }
 
     fn target(&self) -> Target {
-        Target::ItemsPerSec(20_000.0)
+        Target::ItemsPerSec(100_000.0)
     }
 
     async fn run(&self, ctx: &Ctx) -> anyhow::Result<Measurement> {
@@ -120,19 +120,40 @@ pub struct TypoQueries {
     /// `limit` sent with each query; `None` sends none, so the API's default (100)
     /// applies, as for a client that does not ask.
     pub limit: Option<usize>,
-    /// Whether this row carries the goal.
-    pub goal: bool,
+    /// Connections sending queries.
+    pub connections: usize,
+    /// Documents in the corpus ([`corpus_of`]; the queries are the same for every size).
+    pub docs: usize,
+    /// The goal of the row.
+    pub target: Target,
+}
+
+/// Bytes of the files under `dir`.
+fn dir_bytes(dir: &std::path::Path) -> u64 {
+    let Ok(entries) = std::fs::read_dir(dir) else {
+        return 0;
+    };
+    entries
+        .filter_map(Result::ok)
+        .map(|e| match e.file_type() {
+            Ok(t) if t.is_dir() => dir_bytes(&e.path()),
+            Ok(_) => e.metadata().map_or(0, |m| m.len()),
+            Err(_) => 0,
+        })
+        .sum()
 }
 
 #[async_trait]
 impl Scenario for TypoQueries {
     fn name(&self) -> String {
-        match self.limit {
-            Some(limit) => {
-                format!("search: 1-typo queries over {DOCS} docs, limit {limit} (16 conn)")
-            }
-            None => format!("search: 1-typo queries over {DOCS} docs, default limit (16 conn)"),
-        }
+        let limit = match self.limit {
+            Some(limit) => format!("limit {limit}"),
+            None => "default limit".to_owned(),
+        };
+        format!(
+            "search: 1-typo queries over {} docs, {limit} ({} conn)",
+            self.docs, self.connections
+        )
     }
 
     fn service(&self) -> &'static str {
@@ -140,20 +161,18 @@ impl Scenario for TypoQueries {
     }
 
     fn target(&self) -> Target {
-        if self.goal {
-            Target::P50AtMostMs(5.0)
-        } else {
-            Target::None
-        }
+        self.target
     }
 
     async fn run(&self, ctx: &Ctx) -> anyhow::Result<Measurement> {
-        let Corpus { docs, queries } = corpus();
-        load_corpus(ctx, "typo", &docs).await?;
+        let Corpus { docs, queries } = corpus_of(self.docs);
+        let (per_sec, _) = load_corpus(ctx, "typo", &docs).await?;
+        drop(docs);
         // Measure the steady state: give the index a few seconds to finish the background
         // merges the bulk load started (each merge also rebuilds the merged vocabulary),
         // then send every query once. Every query must find something.
-        tokio::time::sleep(std::time::Duration::from_secs(5)).await;
+        let settle = 5 + 25 * (self.docs / 1_000_000) as u64;
+        tokio::time::sleep(std::time::Duration::from_secs(settle)).await;
         for q in &queries {
             let body = ctx
                 .expect(
@@ -192,8 +211,19 @@ impl Scenario for TypoQueries {
                 headers: vec![("content-type", "application/json".to_owned())],
             }
         });
-        let r = ctx.load(16, StatusCode::OK, make).await?;
-        let ceiling = ctx.ceiling(16).await?;
-        Ok(Measurement::from_load(16, &r, Some(&ceiling)))
+        let (_, mut m) = ctx
+            .load_vs_ceiling(self.connections, StatusCode::OK, make)
+            .await?;
+        if self.docs > DOCS {
+            let index = dir_bytes(&ctx.server.data_dir().join("search"));
+            let rss = ctx.server.rss_bytes().unwrap_or(0);
+            m.add_note(&format!(
+                "{} docs indexed at {per_sec:.0}/s; index {:.0} MB on disk; server RSS {:.0} MB",
+                self.docs,
+                index as f64 / 1e6,
+                rss as f64 / 1e6
+            ));
+        }
+        Ok(m)
     }
 }

@@ -208,6 +208,29 @@ pub(super) struct IndexHandle {
     vocabulary: Mutex<Option<Arc<Vocabulary>>>,
     /// Whether a query is rebuilding the dictionary.
     rebuilding: AtomicBool,
+    /// The expansions of recent query words.
+    expansions: Mutex<ExpansionCache>,
+    /// Where recent expansions' postings are.
+    term_infos: score::TermInfoCache,
+}
+
+/// A query word's expansions and the searched fields each occurs in, as [`expand`] finds
+/// them.
+type Expanded = Arc<(Vec<Expansion>, Vec<Vec<Field>>)>;
+
+/// The expansions of recent query words, for one view of the index (a searcher
+/// generation): finding a word's typos and completions is most of a query's work when few
+/// documents are asked for, and a word's expansions depend only on the segments' terms.
+/// Forgotten all at once when the view changes or [`ExpansionCache::WORDS`] are kept.
+#[derive(Default)]
+struct ExpansionCache {
+    generation: u64,
+    words: HashMap<(String, u8, bool, u64), Expanded>,
+}
+
+impl ExpansionCache {
+    /// Words kept at most (about 200 bytes each plus their expansions).
+    const WORDS: usize = 8_192;
 }
 
 impl std::fmt::Debug for IndexHandle {
@@ -261,6 +284,8 @@ impl IndexHandle {
             fields,
             vocabulary: Mutex::new(None),
             rebuilding: AtomicBool::new(false),
+            expansions: Mutex::new(ExpansionCache::default()),
+            term_infos: score::TermInfoCache::default(),
         }))
     }
 
@@ -374,21 +399,25 @@ impl IndexHandle {
     }
 
     /// The dictionary of `searcher`'s large segments, built when they changed; `None` when
-    /// it has none.
-    fn vocabulary(&self, searcher: &Searcher) -> Result<Option<Arc<Vocabulary>>> {
+    /// it has none. The flag says whether it is the dictionary of exactly those segments
+    /// (or there are none), not an older one used while another query rebuilds it.
+    fn vocabulary(&self, searcher: &Searcher) -> Result<(Option<Arc<Vocabulary>>, bool)> {
         let large = vocabulary::large_segments(searcher);
         let cached = self
             .vocabulary
             .lock()
             .unwrap_or_else(PoisonError::into_inner)
             .clone();
-        if cached.as_ref().is_some_and(|v| v.covers == large) || large.is_empty() {
-            return Ok(cached);
+        if large.is_empty() {
+            return Ok((cached, true));
+        }
+        if cached.as_ref().is_some_and(|v| v.covers == large) {
+            return Ok((cached, true));
         }
         // Stale: one query rebuilds it while the others use the old one, scanning the
         // segments it does not cover.
         if self.rebuilding.swap(true, Ordering::AcqRel) {
-            return Ok(cached);
+            return Ok((cached, false));
         }
         let built = Vocabulary::build(searcher, &self.fields.text).map(Arc::new);
         if let Ok(v) = &built {
@@ -398,7 +427,52 @@ impl IndexHandle {
                 .unwrap_or_else(PoisonError::into_inner) = Some(Arc::clone(v));
         }
         self.rebuilding.store(false, Ordering::Release);
-        built.map(Some)
+        built.map(|v| (Some(v), true))
+    }
+
+    /// [`expand`], remembered per searcher generation when `current` (the vocabulary is
+    /// that of `searcher`'s segments, so the answer is the same as without it).
+    fn expand_cached(
+        &self,
+        searcher: &Searcher,
+        vocabulary: Option<&Vocabulary>,
+        current: bool,
+        fields: &[(usize, Field)],
+        word: &QueryWord,
+    ) -> Result<Expanded> {
+        // The searched fields as a bit set of their configured positions.
+        let mask = fields
+            .iter()
+            .try_fold(0u64, |m, &(i, _)| (i < 64).then(|| m | (1 << i)));
+        let generation = searcher.generation().generation_id();
+        let key = match mask {
+            Some(mask) if current => Some((word.text.clone(), word.budget, word.prefix, mask)),
+            _ => None,
+        };
+        if let Some(key) = &key {
+            let cache = self
+                .expansions
+                .lock()
+                .unwrap_or_else(PoisonError::into_inner);
+            if cache.generation == generation
+                && let Some(found) = cache.words.get(key)
+            {
+                return Ok(Arc::clone(found));
+            }
+        }
+        let found = Arc::new(expand(searcher, vocabulary, fields, word)?);
+        if let Some(key) = key {
+            let mut cache = self
+                .expansions
+                .lock()
+                .unwrap_or_else(PoisonError::into_inner);
+            if cache.generation != generation || cache.words.len() >= ExpansionCache::WORDS {
+                cache.words.clear();
+                cache.generation = generation;
+            }
+            cache.words.insert(key, Arc::clone(&found));
+        }
+        Ok(found)
     }
 
     /// Answer `query`.
@@ -418,11 +492,13 @@ impl IndexHandle {
         if plan.words.is_empty() || fields.is_empty() {
             return Ok(Vec::new());
         }
-        let vocabulary = self.vocabulary(&searcher)?;
+        let (vocabulary, current) = self.vocabulary(&searcher)?;
         let mut expansions = Vec::with_capacity(plan.words.len());
         let mut in_fields = Vec::with_capacity(plan.words.len());
         for word in &plan.words {
-            let (e, f) = expand(&searcher, vocabulary.as_deref(), &fields, word)?;
+            let found =
+                self.expand_cached(&searcher, vocabulary.as_deref(), current, &fields, word)?;
+            let (e, f) = Arc::unwrap_or_clone(found);
             expansions.push(e);
             in_fields.push(f);
         }
@@ -443,6 +519,7 @@ impl IndexHandle {
             &searched,
             &filter,
             query.limit,
+            Some(&self.term_infos),
         )?;
         let explainer = Explainer::new(&plan, &expansions, &query.fields);
         let filter_names: Vec<&str> = query.filter.keys().map(String::as_str).collect();

@@ -22,8 +22,8 @@
 
 use std::{
     cmp::{Ordering, Reverse},
-    collections::BinaryHeap,
-    sync::Arc,
+    collections::{BinaryHeap, HashMap},
+    sync::{Arc, Mutex, PoisonError},
 };
 
 use quintet_core::{
@@ -98,7 +98,7 @@ struct Source {
     /// BM25 over the whole index, times the match kind's weight.
     bm25: Bm25Weight,
     /// The term's postings in each segment, by segment ordinal.
-    in_segments: Vec<Option<TermInfo>>,
+    in_segments: InSegments,
 }
 
 /// A document of the answer.
@@ -110,11 +110,36 @@ pub(super) struct Hit {
     pub found: Vec<bool>,
 }
 
+/// Where each term's postings are in each segment, remembered for one view of the index (a
+/// searcher generation): a query's expansions are looked up in every segment's dictionary
+/// of every searched field — for a one-typo word, about a hundred lookups in each of a
+/// handful of segments, more than a third of scoring a query that asks for 10 documents —
+/// and popular words come back. Forgotten all at once when the view changes or
+/// [`TermInfoCache::TERMS`] are kept.
+#[derive(Debug, Default)]
+pub(super) struct TermInfoCache {
+    /// The generation, and (field id, term) → the term's postings in each segment.
+    terms: Mutex<(u64, TermInfos)>,
+}
+
+/// (field id, term) → where the term's postings are in each segment.
+type TermInfos = HashMap<(u32, String), InSegments>;
+
+/// Where a term's postings are in each segment, by segment ordinal.
+type InSegments = Arc<[Option<TermInfo>]>;
+
+impl TermInfoCache {
+    /// Terms kept at most (about 100 bytes each, plus 40 per segment).
+    const TERMS: usize = 65_536;
+}
+
 /// The best documents of a query, best first, at most `limit`.
 ///
 /// `expansions[w]` are the terms word `w` of `plan` matches and `in_fields[w][e]` the
 /// searched fields expansion `e` occurs in; `fields` are the searched fields, in configured
-/// order. Documents must also contain every term of `filter`.
+/// order. Documents must also contain every term of `filter`. `cache` keeps where terms'
+/// postings are for the next queries on the same searcher.
+#[allow(clippy::too_many_arguments)]
 pub(super) fn top_docs(
     searcher: &Searcher,
     plan: &QueryPlan,
@@ -123,6 +148,7 @@ pub(super) fn top_docs(
     fields: &[Field],
     filter: &[Term],
     limit: usize,
+    cache: Option<&TermInfoCache>,
 ) -> Result<Vec<Hit>> {
     let segments = searcher.segment_readers();
     let total_docs: u64 = segments.iter().map(|s| u64::from(s.max_doc())).sum();
@@ -152,6 +178,53 @@ pub(super) fn top_docs(
         })
         .collect();
 
+    // Where each (searched field, expansion) has postings, per segment: from the cache,
+    // else from the dictionaries.
+    let generation = searcher.generation().generation_id();
+    let wanted: Vec<(u32, &str)> = expansions
+        .iter()
+        .zip(in_fields)
+        .flat_map(|(exps, fields_of)| exps.iter().zip(fields_of))
+        .flat_map(|(e, fs)| fs.iter().map(|f| (f.field_id(), e.term.as_str())))
+        .collect();
+    let mut known: Vec<Option<InSegments>> = vec![None; wanted.len()];
+    if let Some(cache) = cache {
+        let terms = cache.terms.lock().unwrap_or_else(PoisonError::into_inner);
+        if terms.0 == generation {
+            for (k, (field, term)) in known.iter_mut().zip(&wanted) {
+                *k = terms.1.get(&(*field, (*term).to_owned())).cloned();
+            }
+        }
+    }
+    let mut learned = Vec::new();
+    for (k, (field, term)) in known.iter_mut().zip(&wanted) {
+        if k.is_some() {
+            continue;
+        }
+        let Some(position) = fields.iter().position(|f| f.field_id() == *field) else {
+            continue;
+        };
+        let term_key = Term::from_field_text(fields[position], term);
+        let mut infos = Vec::with_capacity(segments.len());
+        for s in &inverted {
+            infos.push(s[position].get_term_info(&term_key).map_err(engine_error)?);
+        }
+        let infos: InSegments = infos.into();
+        learned.push(((*field, (*term).to_owned()), Arc::clone(&infos)));
+        *k = Some(infos);
+    }
+    if let Some(cache) = cache
+        && !learned.is_empty()
+    {
+        let mut terms = cache.terms.lock().unwrap_or_else(PoisonError::into_inner);
+        if terms.0 != generation || terms.1.len() + learned.len() > TermInfoCache::TERMS {
+            terms.1.clear();
+            terms.0 = generation;
+        }
+        terms.1.extend(learned);
+    }
+    let mut known = known.into_iter();
+
     let mut sources = Vec::new();
     let mut expansion = 0;
     let words = plan.words.iter().zip(expansions.iter().zip(in_fields));
@@ -161,17 +234,18 @@ pub(super) fn top_docs(
             expansion += 1;
             let weight = e.kind.weight(word_chars, e.term.chars().count());
             for field in in_fields {
+                let infos = known.next().flatten();
                 let Some(position) = fields.iter().position(|f| f == field) else {
                     continue;
                 };
-                let term = Term::from_field_text(*field, &e.term);
-                let mut doc_freq = 0u64;
-                let mut in_segments = Vec::with_capacity(segments.len());
-                for s in &inverted {
-                    let info = s[position].get_term_info(&term).map_err(engine_error)?;
-                    doc_freq += info.as_ref().map_or(0, |i| u64::from(i.doc_freq));
-                    in_segments.push(info);
-                }
+                let Some(in_segments) = infos else {
+                    continue;
+                };
+                let doc_freq: u64 = in_segments
+                    .iter()
+                    .flatten()
+                    .map(|i| u64::from(i.doc_freq))
+                    .sum();
                 if doc_freq == 0 {
                     continue;
                 }
@@ -815,6 +889,7 @@ mod tests {
             searched,
             &filter_terms,
             limit,
+            None,
         )
         .unwrap();
         let got: Vec<(f32, DocAddress)> = hits.iter().map(|h| (h.score, h.address)).collect();
