@@ -16,6 +16,7 @@ use crate::load::{self, LoadResult, LoadSpec, MakeReq, Req};
 mod cache;
 mod ceiling;
 mod data;
+mod feed;
 mod queue;
 mod scale_out;
 mod search;
@@ -42,6 +43,7 @@ pub fn all() -> Vec<Box<dyn Scenario>> {
         goal: false,
     }));
     all.extend(queue::scenarios());
+    all.extend(feed::scenarios());
     all.extend(scale_out::scenarios());
     all
 }
