@@ -18,7 +18,7 @@ use quintet_bench::{
 /// Benchmarks of quintet against its own bare-HTTP ceiling.
 #[derive(Debug, Parser)]
 struct Args {
-    /// Services to run (http, data, cache, search, queue, storage, scale-out); all when none
+    /// Services to run (http, data, cache, search, queue, storage, feed, scale-out); all when none
     /// given.
     services: Vec<String>,
     /// Measured seconds per load run.

@@ -17,6 +17,7 @@ mod backup;
 mod cache;
 mod ceiling;
 mod data;
+mod feed;
 mod queue;
 mod scale_out;
 mod search;
@@ -61,6 +62,7 @@ pub fn all() -> Vec<Box<dyn Scenario>> {
     all.extend(transfer::scenarios());
     all.push(Box::new(backup::Speed));
     all.push(Box::new(backup::RateDuring));
+    all.extend(feed::scenarios());
     all.extend(scale_out::scenarios());
     all
 }
