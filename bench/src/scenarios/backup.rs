@@ -252,19 +252,30 @@ impl Scenario for RateDuring {
             }
         };
         let load = async {
-            let r = ctx.load(32, StatusCode::OK, make).await;
+            let r = ctx.load(32, StatusCode::OK, Arc::clone(&make)).await;
             stop.store(true, Ordering::Relaxed);
             r
         };
         let (during, looped) = tokio::join!(load, looping);
         let during = during?;
         looped?;
+        // Without backups again: the machine is shared, so the better of the two runs
+        // around the one with backups is the rate compared with.
+        let after = ctx.load(32, StatusCode::OK, make).await?;
+        let best = if after.rps > without.rps {
+            &after
+        } else {
+            &without
+        };
         let mut m = Measurement::from_load(32, &during, None);
-        m.ratio = Some(during.rps / without.rps);
+        m.ratio = Some(during.rps / best.rps);
         m.add_note(&format!(
-            "without backups {:.0} req/s (p99 {:.2} ms); {} backups taken during the window",
+            "without backups {:.0} req/s before and {:.0} after (p99 {:.2} / {:.2} ms); {} \
+             backups taken during the window",
             without.rps,
+            after.rps,
             without.p99_ms,
+            after.p99_ms,
             taken.load(Ordering::Relaxed)
         ));
         Ok(m)

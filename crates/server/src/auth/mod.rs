@@ -407,7 +407,7 @@ mod tests {
             ("/", Scope::Domain, Access::Public),
             ("/_health", Scope::Domain, Access::Public),
             ("/_ready", Scope::Domain, Access::Public),
-            ("/_metrics", Scope::Domain, Access::Public),
+            ("/_metrics", Scope::Domain, Access::Metrics),
             ("/_openapi.json", Scope::Domain, Access::Public),
             ("/_console/api", Scope::Domain, Access::Public),
             ("/_presigned/abc/def", Scope::Domain, Access::Public),
