@@ -1117,9 +1117,14 @@ fn admin() -> Vec<Op> {
             .param(query("app", "Import the (single) application under this name.", json!({"type": "string"})))
             .param(query("merge", "Add to applications and instances that exist.", json!({"type": "string", "enum": ["true", "false"]})))
             .body(json!({
-                "description": "An archive as `GET /_admin/export` answers it.",
+                "description": "An archive as `GET /_admin/export` answers it. Its Content-Type is not \
+                    checked: `application/vnd.quintet.archive`, or any other such as \
+                    `application/octet-stream`.",
                 "required": true,
-                "content": {"application/vnd.quintet.archive": {"schema": {"type": "string", "format": "binary"}}},
+                "content": {
+                    "application/vnd.quintet.archive": {"schema": {"type": "string", "format": "binary"}},
+                    "application/octet-stream": {"schema": {"type": "string", "format": "binary"}},
+                },
             }))
             .answer("200", json_answer("Every record applied and every instance read back.", schema("ImportReport")))
             .answer("409", error("An application or instance exists (without `merge`)."))
