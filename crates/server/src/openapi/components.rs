@@ -103,6 +103,20 @@ pub(crate) fn all() -> Value {
                 "scheme": "bearer",
                 "description": "The admin token (shown at the first start; derived from the master key).",
             },
+            "accountToken": {
+                "type": "http",
+                "scheme": "bearer",
+                "description": "An account token (`POST /_admin/accounts/{account}/tokens`; docs/auth.md#account-tokens): \
+                    the admin calls marked with it, for its own account's applications and its own \
+                    account only; another account's application answers 404, every other admin \
+                    call 403.",
+            },
+            "metricsToken": {
+                "type": "http",
+                "scheme": "bearer",
+                "description": "With `--metrics-token`, `/_metrics` takes that token or the admin token; \
+                    without it, no credential.",
+            },
         },
         "parameters": {
             "app": {
@@ -147,6 +161,21 @@ pub(crate) fn all() -> Value {
             "account": {
                 "name": "account", "in": "path", "required": true,
                 "description": "An account's name.",
+                "schema": {"type": "string"},
+            },
+            "accountTokenId": {
+                "name": "id", "in": "path", "required": true,
+                "description": "An account token's id, as its creation answered it.",
+                "schema": {"type": "string"},
+            },
+            "backupName": {
+                "name": "name", "in": "path", "required": true,
+                "description": "A backup's name: 1–100 of `A-Z a-z 0-9 . _ -`, starting with a letter or digit.",
+                "schema": {"type": "string"},
+            },
+            "consolePath": {
+                "name": "path", "in": "path", "required": true,
+                "description": "A file of the console, such as `app.js`; any other path answers 404.",
                 "schema": {"type": "string"},
             },
             "legacyGet": {
@@ -508,7 +537,7 @@ fn schemas() -> Value {
                         "secret": {"type": "string", "description": "redacted"},
                         "created": time.clone(),
                         "lastUsed": time.clone(),
-                        "revoked": time,
+                        "revoked": time.clone(),
                     },
                 }},
             },
@@ -525,6 +554,138 @@ fn schemas() -> Value {
                         "name": {"type": "string"},
                         "config": {},
                         "created": {"type": ["string", "null"]},
+                    },
+                }},
+            },
+        },
+    }));
+    parts.push(json!({
+        "CacheTtl": {
+            "type": "object", "required": ["ok", "key", "expires", "ttl"],
+            "properties": {
+                "ok": {"const": true},
+                "key": {"type": "string"},
+                "expires": {"type": ["string", "null"], "description": "RFC 3339 UTC, or null when it never expires"},
+                "ttl": {"type": ["integer", "null"], "minimum": 0, "description": "Whole seconds left, or null"},
+            },
+        },
+        "Change": {
+            "type": "object", "required": ["seq", "id", "deleted"],
+            "properties": {
+                "seq": {"type": "string", "description": "Opaque; resume with `since=<seq>`."},
+                "id": {"type": "string"},
+                "deleted": {"type": "boolean"},
+                "doc": {"description": "With `include_docs=true`: the document as it is now, null once deleted."},
+            },
+        },
+        "Changes": {
+            "type": "object", "required": ["ok", "results", "last_seq"],
+            "properties": {
+                "ok": {"const": true},
+                "results": {"type": "array", "items": schema("Change")},
+                "last_seq": {"type": "string"},
+            },
+        },
+    }));
+    parts.push(json!({
+        "ImportReport": {
+            "type": "object",
+            "required": ["ok", "accounts", "apps", "keys", "keysSkipped", "instances", "records"],
+            "properties": {
+                "ok": {"const": true},
+                "accounts": {"type": "integer", "minimum": 0},
+                "apps": {"type": "integer", "minimum": 0},
+                "keys": {"type": "integer", "minimum": 0},
+                "keysSkipped": {"type": "integer", "minimum": 0},
+                "records": {"type": "integer", "minimum": 0},
+                "instances": {"type": "array", "items": {
+                    "type": "object",
+                    "required": ["app", "type", "name", "count", "digest", "importedCount", "importedDigest", "equal"],
+                    "properties": {
+                        "app": {"type": "string"},
+                        "type": {"type": "string"},
+                        "name": {"type": "string"},
+                        "count": {"type": "integer", "minimum": 0},
+                        "digest": {"type": "string"},
+                        "importedCount": {"type": "integer", "minimum": 0},
+                        "importedDigest": {"type": "string"},
+                        "equal": {"type": "boolean"},
+                    },
+                }},
+            },
+        },
+        "Backup": {
+            "type": "object", "required": ["name", "state", "bytes", "path"],
+            "properties": {
+                "name": {"type": "string"},
+                "state": {"type": "string", "enum": ["complete", "running", "incomplete"]},
+                "created": {"type": "string", "description": "RFC 3339 UTC (complete backups)"},
+                "bytes": {"type": "integer", "minimum": 0},
+                "files": {"type": "integer", "minimum": 0},
+                "totalBytes": {"type": "integer", "minimum": 0},
+                "path": {"type": "string"},
+            },
+        },
+        "BackupAnswer": {
+            "type": "object", "required": ["ok", "backup"],
+            "properties": {"ok": {"const": true}, "backup": schema("Backup")},
+        },
+        "Backups": {
+            "type": "object", "required": ["ok", "backups"],
+            "properties": {"ok": {"const": true}, "backups": {"type": "array", "items": schema("Backup")}},
+        },
+        "Node": {
+            "type": "object", "required": ["ok", "version", "started", "uptime", "places", "instances"],
+            "properties": {
+                "ok": {"const": true},
+                "version": {"type": "string"},
+                "started": time.clone(),
+                "uptime": {"type": "integer", "minimum": 0, "description": "Seconds."},
+                "places": {"type": "object", "additionalProperties": {"type": "string"},
+                    "description": "Where each store keeps its data: the engine's name, never its URL."},
+                "instances": {"type": "object", "additionalProperties": {"type": "integer", "minimum": 0},
+                    "description": "Every application's instances, counted by type."},
+            },
+        },
+        "Me": {
+            "type": "object", "required": ["ok", "role"],
+            "properties": {
+                "ok": {"const": true},
+                "role": {"type": "string", "enum": ["admin", "account"]},
+                "account": schema("Account"),
+            },
+        },
+        "MintedToken": {
+            "type": "object", "required": ["ok", "token", "key", "expires"],
+            "properties": {
+                "ok": {"const": true},
+                "token": {"type": "string"},
+                "key": {"type": "string"},
+                "expires": {"type": "string", "description": "RFC 3339 UTC"},
+            },
+        },
+        "NewAccountToken": {
+            "type": "object", "required": ["ok", "id", "token", "account", "created"],
+            "properties": {
+                "ok": {"const": true},
+                "id": {"type": "string"},
+                "token": {"type": "string", "description": "Shown this once; only its digest is kept."},
+                "account": {"type": "string"},
+                "created": time.clone(),
+            },
+        },
+        "AccountTokens": {
+            "type": "object", "required": ["ok", "tokens"],
+            "properties": {
+                "ok": {"const": true},
+                "tokens": {"type": "array", "items": {
+                    "type": "object",
+                    "required": ["id", "account", "created", "revoked"],
+                    "properties": {
+                        "id": {"type": "string"},
+                        "account": {"type": "string"},
+                        "created": time.clone(),
+                        "revoked": time,
                     },
                 }},
             },

@@ -38,6 +38,10 @@ pub(crate) enum Form {
     Public,
     /// The admin API: the admin token.
     Admin,
+    /// An admin call an account token may make too, for its own account's applications.
+    AdminOrAccount,
+    /// Metrics: none, or with `--metrics-token` that token or the admin token.
+    Metrics,
     /// A pre-signed URL: the signature in the query string is the credential.
     Presigned,
 }
@@ -221,6 +225,9 @@ fn insert(paths: &mut Map<String, Value>, op: &Op, app: bool) {
             "key" if op.path.starts_with("/cache/") => "cacheKey",
             "key" if op.path.starts_with("/search/") => "searchKey",
             "key" => "accessKey",
+            "id" if op.path.starts_with("/_admin/") => "accountTokenId",
+            "name" if op.path.starts_with("/_admin/backups") => "backupName",
+            "path" if op.path.starts_with("/_console/") => "consolePath",
             other => other,
         };
         params.push(components::param_ref(component));
@@ -265,6 +272,8 @@ fn insert(paths: &mut Map<String, Value>, op: &Op, app: bool) {
         (Form::Service, true) => json!([{"appJwt": []}]),
         (Form::Service, false) => json!([{}, {"domainJwt": []}]),
         (Form::Admin, _) => json!([{"adminToken": []}]),
+        (Form::AdminOrAccount, _) => json!([{"adminToken": []}, {"accountToken": []}]),
+        (Form::Metrics, _) => json!([{}, {"metricsToken": []}, {"adminToken": []}]),
         (Form::Public | Form::Presigned, _) => json!([]),
     };
     let mut operation = json!({

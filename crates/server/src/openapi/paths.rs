@@ -4,7 +4,7 @@
 use serde_json::{Value, json};
 
 use super::{
-    Form::{Admin, Presigned, Public, Service},
+    Form::{Admin, AdminOrAccount, Metrics, Presigned, Public, Service},
     Op,
     components::{
         NAME_PATTERN, error, header, json_answer, json_body, ok, param_ref, query, query_required,
@@ -84,13 +84,37 @@ fn server() -> Vec<Op> {
         Op::new("GET", "/_ready", Public, "ready", "server", "Readiness")
             .answer("200", json_answer("Every engine answers; the data directory is writable and not full.", schema("Ready")))
             .answer("503", json_answer("Not ready: `msg` and `checks` say why; with Retry-After.", schema("Ready"))),
-        Op::new("GET", "/_metrics", Public, "metrics", "server", "Prometheus metrics")
+        Op::new("GET", "/_metrics", Metrics, "metrics", "server", "Prometheus metrics")
+            .describe("No credential, unless the server runs with `--metrics-token`: then that token or the admin token.")
             .answer("200", json!({
-                "description": "Prometheus text: requests by status class, latency histogram, connections.",
-                "content": {"text/plain": {"schema": {"type": "string"}}},
-            })),
+                "description": "OpenMetrics text: requests by status class, latency histogram, connections, engines.",
+                "content": {"application/openmetrics-text; version=1.0.0; charset=utf-8": {"schema": {"type": "string"}}},
+            }))
+            .answer("401", error("With `--metrics-token`: no token, or one that is neither it nor the admin token.")),
         Op::new("GET", "/_openapi.json", Public, "openapi", "server", "This document")
             .answer("200", json_answer("The OpenAPI 3.1 document of the API.", json!({"type": "object"}))),
+        Op::new("GET", "/_console", Public, "consoleRedirect", "server", "The console (redirect)")
+            .answer("308", json!({
+                "description": "Permanent redirect to `/_console/`.",
+                "headers": {"Location": {"schema": {"type": "string"}}},
+            })),
+        Op::new("GET", "/_console/", Public, "console", "server", "The console")
+            .describe("The web console's page (docs/console.md); it signs in with the admin token or an account token.")
+            .answer("200", json!({
+                "description": "The console's HTML page.",
+                "content": {"text/html; charset=utf-8": {"schema": {"type": "string"}}},
+            })),
+        Op::new("GET", "/_console/{path}", Public, "consoleFile", "server", "A file of the console")
+            .answer("200", json!({
+                "description": "The file: HTML, JavaScript, CSS or SVG.",
+                "content": {
+                    "text/html; charset=utf-8": {"schema": {"type": "string"}},
+                    "text/javascript; charset=utf-8": {"schema": {"type": "string"}},
+                    "text/css; charset=utf-8": {"schema": {"type": "string"}},
+                    "image/svg+xml": {"schema": {"type": "string"}},
+                },
+            }))
+            .answer("404", error("The console has no such file.")),
         Op::new("GET", "/_console/api", Public, "reference", "server", "This document as a page")
             .answer("200", json!({
                 "description": "The reference as HTML; it runs no script and loads nothing from elsewhere.",
@@ -362,7 +386,84 @@ fn data() -> Vec<Op> {
         )
         .answer("200", json_answer("The indexes.", schema("Indexes")))
         .answer("404", instance_missing()),
+        changes(),
     ]
+}
+
+/// `GET /data/{instance}/_changes`: one operation whose answer's media type follows `feed`
+/// (docs/feed.md).
+fn changes() -> Op {
+    let text = json!({"schema": {"type": "string"}});
+    Op::new(
+        "GET",
+        "/data/{instance}/_changes",
+        Service,
+        "data.changes",
+        "data",
+        "Follow the changes",
+    )
+    .describe(
+        "The instance's change feed (docs/feed.md). `normal` and `longpoll` answer JSON; \
+         `continuous` streams one JSON change per line (`application/x-ndjson`; heartbeats \
+         are empty lines; the last line is `{ok, last_seq}` or `{ok:false, status, msg, \
+         last_seq}`); `eventsource` streams Server-Sent Events (`text/event-stream`), each \
+         change a message whose `id` is its sequence, then an `end` event.",
+    )
+    .param(query(
+        "since",
+        "`0` (default), `now`, or a `seq`/`last_seq` this feed answered.",
+        json!({"type": "string"}),
+    ))
+    .param(query(
+        "feed",
+        "How the changes are sent.",
+        json!({"type": "string", "enum": ["normal", "longpoll", "continuous", "eventsource"]}),
+    ))
+    .param(query(
+        "limit",
+        "At most this many changes (`normal`, `longpoll`: at most 10,000); a stream ends after them.",
+        json!({"type": "integer", "minimum": 1}),
+    ))
+    .param(query(
+        "include_docs",
+        "Add each document as it is now (`doc`).",
+        json!({"type": "string", "enum": ["true", "false"]}),
+    ))
+    .param(query(
+        "selector",
+        "A Mango selector, URL-encoded JSON: only changes whose document matches (deletions always pass).",
+        json!({"type": "string"}),
+    ))
+    .param(query(
+        "heartbeat",
+        "Milliseconds, `true` (30,000) or `false`: how often an idle stream sends a heartbeat.",
+        json!({"type": "string"}),
+    ))
+    .param(query(
+        "timeout",
+        "Milliseconds: end the answer when nothing came within this time (`longpoll`: 60,000).",
+        json!({"type": "integer", "minimum": 0}),
+    ))
+    .param(header(
+        "Last-Event-ID",
+        "An EventSource's last sequence; wins over `since`.",
+        json!({"type": "string"}),
+    ))
+    .answer(
+        "200",
+        json!({
+            "description": "`normal`, `longpoll`: the changes as JSON. `continuous`: NDJSON. `eventsource`: Server-Sent Events.",
+            "content": {
+                "application/json": {"schema": schema("Changes")},
+                "application/x-ndjson": text.clone(),
+                "text/event-stream": text,
+            },
+        }),
+    )
+    .answer("404", instance_missing())
+    .answer("410", error("`since` is no longer kept: start again from `0` or `now`."))
+    .answer("422", error("A bad parameter."))
+    .answer("429", error("Over the bounds of open streams (Retry-After)."))
 }
 
 fn cache() -> Vec<Op> {
@@ -411,6 +512,11 @@ fn cache() -> Vec<Op> {
             .answer("422", error("A bad key, value or ttl.")),
         Op::new("DELETE", key, Service, "cache.remove", "cache", "Remove an entry")
             .answer("200", ok("Removed."))
+            .answer("404", not_found("No such instance, or the key is missing or expired."))
+            .answer("422", error("A bad key.")),
+        Op::new("GET", "/cache/{instance}/{key}/_ttl", Service, "cache.ttl", "cache", "When an entry expires")
+            .describe("Not a use of the entry: the size bound's recency is unchanged.")
+            .answer("200", json_answer("When it expires and the whole seconds left; both null when it never does.", schema("CacheTtl")))
             .answer("404", not_found("No such instance, or the key is missing or expired."))
             .answer("422", error("A bad key.")),
     ]
@@ -895,6 +1001,8 @@ fn presigned_op(method: &'static str, path: &'static str, id: &'static str) -> O
 
 fn admin() -> Vec<Op> {
     let a = |method, path, id, summary| Op::new(method, path, Admin, id, "admin", summary);
+    // The calls an account token may make too, for its own account's applications.
+    let b = |method, path, id, summary| Op::new(method, path, AdminOrAccount, id, "admin", summary);
     let app_missing = || error("No such application.");
     vec![
         a("POST", "/_admin/accounts", "admin.createAccount", "Create an account")
@@ -907,9 +1015,9 @@ fn admin() -> Vec<Op> {
             .link("201", "admin.getAccount", json!({"account": "$response.body#/account/name"}))
             .link("201", "admin.changePlan", json!({"account": "$response.body#/account/name"}))
             .answer("422", error("A bad name or plan.")),
-        a("GET", "/_admin/accounts", "admin.listAccounts", "List accounts")
+        b("GET", "/_admin/accounts", "admin.listAccounts", "List accounts")
             .answer("200", json_answer("Every account.", schema("Accounts"))),
-        a("GET", "/_admin/accounts/{account}", "admin.getAccount", "Get an account")
+        b("GET", "/_admin/accounts/{account}", "admin.getAccount", "Get an account")
             .answer("200", json_answer("The account.", schema("AccountAnswer")))
             .answer("404", error("No such account.")),
         a("PATCH", "/_admin/accounts/{account}", "admin.changePlan", "Change an account's plan")
@@ -921,7 +1029,7 @@ fn admin() -> Vec<Op> {
             .answer("404", error("No such account."))
             .answer("409", error("It owns more applications than the plan allows."))
             .answer("422", error("A bad plan.")),
-        a("POST", "/_admin/apps", "admin.createApp", "Create an application")
+        b("POST", "/_admin/apps", "admin.createApp", "Create an application")
             .body(json_body("The application.", json!({
                 "type": "object", "required": ["name", "account"],
                 "properties": {"name": {"type": "string", "pattern": NAME_PATTERN}, "account": {"type": "string", "pattern": NAME_PATTERN}},
@@ -936,31 +1044,110 @@ fn admin() -> Vec<Op> {
             .link("201", "admin.instances", json!({"app": "$response.body#/app/name"}))
             .link("201", "admin.deleteApp", json!({"app": "$response.body#/app/name"}))
             .answer("422", error("A bad name.")),
-        a("GET", "/_admin/apps", "admin.listApps", "List applications")
+        b("GET", "/_admin/apps", "admin.listApps", "List applications")
             .param(query("account", "Only this account's.", json!({"type": "string"})))
             .answer("200", json_answer("The applications.", schema("Apps"))),
-        a("GET", "/_admin/apps/{app}", "admin.getApp", "Get an application")
+        b("GET", "/_admin/apps/{app}", "admin.getApp", "Get an application")
             .answer("200", json_answer("The application.", schema("AppAnswer")))
             .answer("404", app_missing()),
-        a("DELETE", "/_admin/apps/{app}", "admin.deleteApp", "Delete an application")
+        b("DELETE", "/_admin/apps/{app}", "admin.deleteApp", "Delete an application")
             .answer("200", ok("Its instances, contents and keys are removed."))
             .answer("404", app_missing()),
-        a("POST", "/_admin/apps/{app}/keys", "admin.createKey", "Create an access key")
+        b("POST", "/_admin/apps/{app}/keys", "admin.createKey", "Create an access key")
             .answer("201", json_answer("The key, its secret and connection string.", schema("NewKey")))
             .link("201", "admin.revealKey", json!({"app": "$request.path.app", "key": "$response.body#/key"}))
             .link("201", "admin.revokeKey", json!({"app": "$request.path.app", "key": "$response.body#/key"}))
             .answer("404", app_missing()),
-        a("GET", "/_admin/apps/{app}/keys", "admin.listKeys", "List access keys")
+        b("GET", "/_admin/apps/{app}/keys", "admin.listKeys", "List access keys")
             .answer("200", json_answer("The keys, oldest first, secrets redacted.", schema("Keys")))
             .answer("404", app_missing()),
-        a("GET", "/_admin/apps/{app}/keys/{key}", "admin.revealKey", "Reveal an access key")
+        b("GET", "/_admin/apps/{app}/keys/{key}", "admin.revealKey", "Reveal an access key")
             .answer("200", json_answer("The key with its secret in full.", schema("NewKey")))
             .answer("404", error("No such application or key.")),
-        a("DELETE", "/_admin/apps/{app}/keys/{key}", "admin.revokeKey", "Revoke an access key")
+        b("DELETE", "/_admin/apps/{app}/keys/{key}", "admin.revokeKey", "Revoke an access key")
             .answer("200", ok("Revoked at once; revoking twice is fine."))
             .answer("404", error("No such application or key.")),
-        a("GET", "/_admin/apps/{app}/instances", "admin.instances", "List an application's instances")
+        b("GET", "/_admin/apps/{app}/instances", "admin.instances", "List an application's instances")
             .answer("200", json_answer("The instances, secrets in configurations redacted.", schema("Instances")))
             .answer("404", app_missing()),
+        b("POST", "/_admin/apps/{app}/token", "admin.mintToken", "Sign an access token of an application")
+            .body(json!({
+                "description": "`ttl`: seconds, 1–3600 (default 900), never past `--jwt-max-ttl`. Optional.",
+                "required": false,
+                "content": {"application/json": {"schema": {
+                    "type": "object", "additionalProperties": false,
+                    "properties": {"ttl": {"type": "integer", "minimum": 1, "maximum": 3600}},
+                }}},
+            }))
+            .answer("201", json_answer("The token, signed with the application's newest key that is not revoked.", schema("MintedToken")))
+            .answer("404", app_missing())
+            .answer("409", error("The application has no key that is not revoked."))
+            .answer("422", error("A bad `ttl`.")),
+        b("GET", "/_admin/me", "admin.me", "Who the token is")
+            .answer("200", json_answer("`role: admin`, or `role: account` with the account.", schema("Me"))),
+        a("GET", "/_admin/node", "admin.node", "The node")
+            .answer("200", json_answer("Version, start, uptime, where each store keeps its data, instances by type.", schema("Node"))),
+        a("POST", "/_admin/accounts/{account}/tokens", "admin.createAccountToken", "Create an account token")
+            .answer("201", json_answer("The token; its text is shown this once.", schema("NewAccountToken")))
+            .link("201", "admin.revokeAccountToken", json!({"account": "$request.path.account", "id": "$response.body#/id"}))
+            .answer("404", error("No such account."))
+            .answer("422", error("A bad account name.")),
+        a("GET", "/_admin/accounts/{account}/tokens", "admin.listAccountTokens", "List account tokens")
+            .answer("200", json_answer("The tokens, oldest first, never their text.", schema("AccountTokens")))
+            .answer("404", error("No such account."))
+            .answer("422", error("A bad account name.")),
+        a("DELETE", "/_admin/accounts/{account}/tokens/{id}", "admin.revokeAccountToken", "Revoke an account token")
+            .answer("200", ok("Revoked at once; revoking twice is fine."))
+            .answer("404", error("No such account or token."))
+            .answer("422", error("A bad account name.")),
+        a("GET", "/_admin/export", "admin.export", "Export an archive")
+            .describe("The portable archive (docs/archive.md), streamed. An export that fails midway ends \
+                without its end record, so no reader accepts it.")
+            .param(query("app", "Only this application (and its account).", json!({"type": "string"})))
+            .param(query("secrets", "Carry the access keys' secrets.", json!({"type": "string", "enum": ["true", "false"]})))
+            .answer("200", json!({
+                "description": "The archive, streamed.",
+                "content": {"application/vnd.quintet.archive": {"schema": {"type": "string", "format": "binary"}}},
+            }))
+            .answer("404", app_missing())
+            .answer("422", error("A bad parameter.")),
+        a("POST", "/_admin/import", "admin.import", "Import an archive")
+            .describe("Streamed, with no body limit. On any error what the import created is removed \
+                (docs/archive.md#importing-the-rules).")
+            .param(query("app", "Import the (single) application under this name.", json!({"type": "string"})))
+            .param(query("merge", "Add to applications and instances that exist.", json!({"type": "string", "enum": ["true", "false"]})))
+            .body(json!({
+                "description": "An archive as `GET /_admin/export` answers it. Its Content-Type is not \
+                    checked: `application/vnd.quintet.archive`, or any other such as \
+                    `application/octet-stream`.",
+                "required": true,
+                "content": {
+                    "application/vnd.quintet.archive": {"schema": {"type": "string", "format": "binary"}},
+                    "application/octet-stream": {"schema": {"type": "string", "format": "binary"}},
+                },
+            }))
+            .answer("200", json_answer("Every record applied and every instance read back.", schema("ImportReport")))
+            .answer("409", error("An application or instance exists (without `merge`)."))
+            .answer("422", error("A damaged, truncated or newer archive, or a bad parameter.")),
+        a("POST", "/_admin/backups", "admin.createBackup", "Back up the node")
+            .body(json!({
+                "description": "`name` (optional; default `backup-<UTC time>`).",
+                "required": false,
+                "content": {"application/json": {"schema": {
+                    "type": "object", "additionalProperties": false,
+                    "properties": {"name": {"type": "string"}},
+                }}},
+            }))
+            .answer("201", json_answer("Written under `--backup-dir`, complete.", schema("BackupAnswer")))
+            .link("201", "admin.deleteBackup", json!({"name": "$response.body#/backup/name"}))
+            .answer("409", error("The name exists, another backup runs, or the node keeps its services on shared engines."))
+            .answer("422", error("A name that is not 1–100 of `A-Z a-z 0-9 . _ -` starting with a letter or digit.")),
+        a("GET", "/_admin/backups", "admin.listBackups", "List backups")
+            .answer("200", json_answer("The backups by name.", schema("Backups")))
+            .answer("409", error("The node keeps its services on shared engines.")),
+        a("DELETE", "/_admin/backups/{name}", "admin.deleteBackup", "Delete a backup")
+            .answer("200", ok("Deleted."))
+            .answer("404", error("No such backup."))
+            .answer("409", error("It is being written, or the node keeps its services on shared engines.")),
     ]
 }

@@ -92,6 +92,7 @@ fn sample(path: &str) -> String {
             "{key}" => "k1",
             "{path}" => "a/b",
             "{account}" => "n1",
+            "{name}" => "b1",
             s if s.starts_with('{') => panic!("no sample for {s}"),
             s => s,
         })
