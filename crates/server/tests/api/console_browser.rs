@@ -524,7 +524,12 @@ async fn the_admin_takes_and_deletes_a_backup_from_the_console() {
 
 #[tokio::test]
 async fn the_data_page_follows_live_changes() {
-    let s = server().await;
+    // One stream per client: while the page follows the feed with the application's key,
+    // another stream of that key is refused, so a freed place shows the page's is closed.
+    let s = TestServer::builder()
+        .args(|a| a.feed_max_streams_per_client = Some(1))
+        .start()
+        .await;
     let key = s.new_app().await;
     let token = token_of(&key.connection_string);
     let app = &key.app;
@@ -545,6 +550,14 @@ async fn the_data_page_follows_live_changes() {
     b.wait_text("No documents yet").await;
     b.click("#live-toggle").await;
     b.wait_text("Following this instance’s changes").await;
+    let probe = || {
+        s.request(
+            Method::GET,
+            &format!("/{app}/data/movies/_changes?feed=longpoll&timeout=1"),
+        )
+        .bearer_auth(&token)
+    };
+    s.send(probe()).await.expect(429);
 
     // A write through the API appears as a change, and the document list refreshes.
     s.send(
@@ -596,9 +609,19 @@ async fn the_data_page_follows_live_changes() {
     );
     b.screenshot(&dir.join("data-live.png")).await;
 
-    // Toggled off, it says so (the request is aborted).
+    // Toggled off, it says so and its stream is closed.
     b.click("#live-toggle").await;
     b.wait_text("Live: off").await;
     b.wait_text("Stopped: switch Live on").await;
+    let freed = || async { s.send(probe()).await.status == 200 };
+    eventually("Live off closes the stream", freed).await;
+
+    // Leaving the page closes it too.
+    b.click("#live-toggle").await;
+    b.wait_text("Following this instance’s changes").await;
+    s.send(probe()).await.expect(429);
+    b.goto(&page("overview")).await;
+    b.find("#version").await;
+    eventually("leaving the page closes the stream", freed).await;
     b.quit().await;
 }
