@@ -519,6 +519,11 @@ async fn the_admin_takes_and_deletes_a_backup_from_the_console() {
         .await
         .expect(200);
     assert_eq!(r.body["backups"], json!([]));
+
+    // With no name, the server names it by the time.
+    b.click_text("button", "Back up now").await;
+    b.wait_text("Backup backup-").await;
+    b.find("[data-state=complete]").await;
     b.quit().await;
 }
 

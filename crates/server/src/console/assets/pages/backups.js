@@ -20,24 +20,31 @@ function state(b) {
 export async function render(body, ctx) {
   const list = h('div', { id: 'backups', 'aria-live': 'polite' });
   let timer = null;
+  // What the list shows now: an answer like it is not drawn again, so polling neither
+  // flickers nor replaces a button under the pointer.
+  let drawn = null;
   const gone = () => ctx.stale() || !body.isConnected;
 
   async function load() {
     clearTimeout(timer);
     let r;
-    try { r = await admin('GET', '/_admin/backups'); } catch (e) { list.replaceChildren(errorBox(e)); return; }
+    try { r = await admin('GET', '/_admin/backups'); } catch (e) { drawn = null; list.replaceChildren(errorBox(e)); return; }
     if (gone()) return;
-    list.replaceChildren(r.backups.length ? table([
-      { label: 'Name', cell: (b) => b.name },
-      { label: 'State', cell: state },
-      { label: 'Created', cell: (b) => fmtTime(b.created) },
-      { label: 'Size', cell: (b) => (b.state === 'running' && b.totalBytes ? `${fmtBytes(b.bytes)} of ${fmtBytes(b.totalBytes)}` : fmtBytes(b.bytes || 0)) },
-      { label: 'Files', cell: (b) => (b.files === undefined || b.files === null ? '—' : String(b.files)) },
-      { label: 'Actions', cell: (b) => h('button', { class: 'danger', 'data-delete': b.name, disabled: b.state === 'running', onclick: async (ev) => {
-        if (!await confirmDialog(`Delete backup ${b.name}? Its files are removed from the backup directory.`, { action: 'Delete' })) return;
-        try { await admin('DELETE', `/_admin/backups/${enc(b.name)}`); toast(`Backup ${b.name} deleted`); load(); } catch (e) { ev.target.after(errorBox(e)); }
-      } }, 'Delete') },
-    ], r.backups) : empty('No backups yet: take one with “Back up now”.'));
+    const seen = JSON.stringify(r.backups);
+    if (seen !== drawn) {
+      drawn = seen;
+      list.replaceChildren(r.backups.length ? table([
+        { label: 'Name', cell: (b) => b.name },
+        { label: 'State', cell: state },
+        { label: 'Created', cell: (b) => fmtTime(b.created) },
+        { label: 'Size', cell: (b) => (b.state === 'running' && b.totalBytes ? `${fmtBytes(b.bytes)} of ${fmtBytes(b.totalBytes)}` : fmtBytes(b.bytes || 0)) },
+        { label: 'Files', cell: (b) => (b.files === undefined || b.files === null ? '—' : String(b.files)) },
+        { label: 'Actions', cell: (b) => h('button', { class: 'danger', 'data-delete': b.name, disabled: b.state === 'running', onclick: async (ev) => {
+          if (!await confirmDialog(`Delete backup ${b.name}? Its files are removed from the backup directory.`, { action: 'Delete' })) return;
+          try { await admin('DELETE', `/_admin/backups/${enc(b.name)}`); toast(`Backup ${b.name} deleted`); load(); } catch (e) { ev.target.after(errorBox(e)); }
+        } }, 'Delete') },
+      ], r.backups) : empty('No backups yet: take one with “Back up now”.'));
+    }
     // Follow a running backup (this console's or the command line's) until it ends.
     if (r.backups.some((b) => b.state === 'running')) timer = setTimeout(() => { if (!gone()) load(); }, 1000);
   }
@@ -54,13 +61,14 @@ export async function render(body, ctx) {
       const taking = admin('POST', '/_admin/backups', name ? { name } : undefined);
       out.append(h('p', { class: 'muted', id: 'backup-running' }, 'Backing up…'));
       // The list shows the running backup while the request is answered.
-      setTimeout(() => { if (!gone()) load(); }, 200);
+      const early = setTimeout(() => { if (!gone()) load(); }, 200);
       try {
         const r = await taking;
         clear(out);
         toast(`Backup ${r.backup.name} complete`);
         f.reset();
       } finally {
+        clearTimeout(early);
         clear(out);
         if (!gone()) load();
       }
