@@ -64,6 +64,7 @@ static ASSETS: &[Asset] = &[
     asset!("pages/search.js", JS),
     asset!("pages/queue.js", JS),
     asset!("pages/storage.js", JS),
+    asset!("pages/backups.js", JS),
     asset!("favicon.svg", "image/svg+xml"),
 ];
 

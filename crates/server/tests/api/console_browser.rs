@@ -433,6 +433,11 @@ async fn an_account_signs_in_to_its_own_applications() {
     b.click("form.signin button[type=submit]").await;
     b.wait_text("account acme").await;
     assert!(b.try_find("a[data-page=overview]").await.is_none());
+    // Backups are the node's: no entry, and their address shows the first page instead.
+    assert!(b.try_find("a[data-page=backups]").await.is_none());
+    b.goto(&page("backups")).await;
+    b.find(".page[data-page=accounts]").await;
+    assert!(!b.page_text().await.contains("Back up now"));
     b.goto(&page("apps")).await;
     b.fill(
         "form[aria-label='create an application'] [name=name]",
@@ -469,5 +474,159 @@ async fn an_account_signs_in_to_its_own_applications() {
     b.goto(&page("apps")).await;
     b.wait_text("no longer accepted").await;
     b.find("#token").await;
+    b.quit().await;
+}
+
+#[tokio::test]
+async fn the_admin_takes_and_deletes_a_backup_from_the_console() {
+    let s = server().await;
+    let Some(b) = Browser::start(1280, 800).await else {
+        return;
+    };
+    let (dir, _keep) = shots();
+    let page = |p: &str| s.url(&format!("/_console/#/{p}"));
+    sign_in(&b, &s).await;
+    b.goto(&page("backups")).await;
+    b.wait_text("No backups yet").await;
+
+    // A name the server refuses: its message is shown where the form is.
+    b.fill("#backup-name", "-bad").await;
+    b.click_text("button", "Back up now").await;
+    b.wait_text("is not a backup name").await;
+
+    b.fill("#backup-name", "before-upgrade").await;
+    b.click_text("button", "Back up now").await;
+    b.wait_text("Backup before-upgrade complete").await;
+    b.find("[data-state=complete]").await;
+    let r = s
+        .admin(Method::GET, "/_admin/backups", None)
+        .await
+        .expect(200);
+    assert_eq!(r.body["backups"][0]["name"], "before-upgrade");
+    assert_eq!(r.body["backups"][0]["state"], "complete");
+    b.screenshot(&dir.join("backups.png")).await;
+
+    // Deleting asks first; cancelled, the backup stays.
+    b.click("button[data-delete=before-upgrade]").await;
+    b.click_text("dialog button", "Cancel").await;
+    b.find("button[data-delete=before-upgrade]").await;
+    b.click("button[data-delete=before-upgrade]").await;
+    b.click_text("dialog button", "Delete").await;
+    b.wait_text("Backup before-upgrade deleted").await;
+    b.wait_text("No backups yet").await;
+    let r = s
+        .admin(Method::GET, "/_admin/backups", None)
+        .await
+        .expect(200);
+    assert_eq!(r.body["backups"], json!([]));
+
+    // With no name, the server names it by the time.
+    b.click_text("button", "Back up now").await;
+    b.wait_text("Backup backup-").await;
+    b.find("[data-state=complete]").await;
+    b.quit().await;
+}
+
+#[tokio::test]
+async fn the_data_page_follows_live_changes() {
+    // One stream per client: while the page follows the feed with the application's key,
+    // another stream of that key is refused, so a freed place shows the page's is closed.
+    let s = TestServer::builder()
+        .args(|a| a.feed_max_streams_per_client = Some(1))
+        .start()
+        .await;
+    let key = s.new_app().await;
+    let token = token_of(&key.connection_string);
+    let app = &key.app;
+    s.send(
+        s.request(Method::PUT, &format!("/{app}/data/movies"))
+            .bearer_auth(&token),
+    )
+    .await
+    .expect(201);
+    let Some(b) = Browser::start(1280, 800).await else {
+        return;
+    };
+    let (dir, _keep) = shots();
+    let page = |p: &str| s.url(&format!("/_console/#/{p}"));
+    sign_in(&b, &s).await;
+    b.goto(&page(&format!("data?app={app}&instance=movies")))
+        .await;
+    b.wait_text("No documents yet").await;
+    b.click("#live-toggle").await;
+    b.wait_text("Following this instance’s changes").await;
+    let probe = || {
+        s.request(
+            Method::GET,
+            &format!("/{app}/data/movies/_changes?feed=longpoll&timeout=1"),
+        )
+        .bearer_auth(&token)
+    };
+    s.send(probe()).await.expect(429);
+
+    // A write through the API appears as a change, and the document list refreshes.
+    s.send(
+        s.request(Method::POST, &format!("/{app}/data/movies"))
+            .bearer_auth(&token)
+            .json(&json!({"_id": "alien", "title": "Alien", "year": 1979})),
+    )
+    .await
+    .expect(201);
+    b.find("#live-changes li[data-id=alien]").await;
+    b.find("button.link").await;
+    b.wait_text("Alien").await;
+    s.send(
+        s.request(Method::DELETE, &format!("/{app}/data/movies/alien"))
+            .bearer_auth(&token),
+    )
+    .await
+    .expect(200);
+    b.wait_text("deleted").await;
+    b.wait_text("No documents yet").await;
+    s.send(
+        s.request(Method::POST, &format!("/{app}/data/movies"))
+            .bearer_auth(&token)
+            .json(&json!({"_id": "heat", "title": "Heat", "year": 1995})),
+    )
+    .await
+    .expect(201);
+    b.find("#live-changes li[data-id=heat]").await;
+    b.wait_text("Heat").await;
+    let changes = b
+        .exec(
+            "return [...document.querySelectorAll('#live-changes li')].map((li) => li.textContent)",
+            json!([]),
+        )
+        .await;
+    let changes = changes.as_array().unwrap();
+    assert_eq!(changes.len(), 3, "{changes:?}");
+    assert!(
+        changes[0].as_str().unwrap().ends_with("heat written"),
+        "{changes:?}"
+    );
+    assert!(
+        changes[1].as_str().unwrap().ends_with("alien deleted"),
+        "{changes:?}"
+    );
+    assert!(
+        changes[2].as_str().unwrap().ends_with("alien written"),
+        "{changes:?}"
+    );
+    b.screenshot(&dir.join("data-live.png")).await;
+
+    // Toggled off, it says so and its stream is closed.
+    b.click("#live-toggle").await;
+    b.wait_text("Live: off").await;
+    b.wait_text("Stopped: switch Live on").await;
+    let freed = || async { s.send(probe()).await.status == 200 };
+    eventually("Live off closes the stream", freed).await;
+
+    // Leaving the page closes it too.
+    b.click("#live-toggle").await;
+    b.wait_text("Following this instance’s changes").await;
+    s.send(probe()).await.expect(429);
+    b.goto(&page("overview")).await;
+    b.find("#version").await;
+    eventually("leaving the page closes the stream", freed).await;
     b.quit().await;
 }

@@ -13,14 +13,15 @@ import * as cache from './pages/cache.js';
 import * as search from './pages/search.js';
 import * as queue from './pages/queue.js';
 import * as storage from './pages/storage.js';
+import * as backups from './pages/backups.js';
 
 /** The pages, in the navigation's order. Another module adds one with `pages.set`. */
 export const pages = new Map(Object.entries({
-  overview, accounts, apps, keys, instances, data, cache, search, queue, storage,
+  overview, accounts, apps, keys, instances, data, cache, search, queue, storage, backups,
 }));
 
 /** Pages an account token cannot use (they need the admin token). */
-const ADMIN_ONLY = new Set(['overview']);
+const ADMIN_ONLY = new Set(['overview', 'backups']);
 
 function visible() {
   return [...pages].filter(([name]) => who.role === 'admin' || !ADMIN_ONLY.has(name));
