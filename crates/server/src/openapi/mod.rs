@@ -427,6 +427,26 @@ mod tests {
         }
     }
 
+    /// schemathesis found this: it checks each event of a `text/event-stream` answer
+    /// against the schema, and an event is `{event, data, id}`, not a string.
+    #[test]
+    fn change_feed_events_are_described_as_events() {
+        for path in [
+            "/data/{instance}/_changes",
+            "/{app}/data/{instance}/_changes",
+        ] {
+            let schema = &document()["paths"][path]["get"]["responses"]["200"]["content"]["text/event-stream"]
+                ["schema"];
+            assert_eq!(schema["type"], "object", "{path}");
+            for field in ["event", "data", "id"] {
+                assert_eq!(
+                    schema["properties"][field]["type"], "string",
+                    "{path} {field}"
+                );
+            }
+        }
+    }
+
     #[test]
     fn every_reference_resolves() {
         fn walk(v: &Value, doc: &Value) {

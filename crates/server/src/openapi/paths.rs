@@ -456,7 +456,18 @@ fn changes() -> Op {
             "content": {
                 "application/json": {"schema": schema("Changes")},
                 "application/x-ndjson": text.clone(),
-                "text/event-stream": text,
+                // Described per event (as OpenAPI 3.2's `itemSchema` does, and as
+                // schemathesis checks a stream): a message carries a change as JSON text
+                // in `data` and its sequence in `id`; the last event is `end`.
+                "text/event-stream": {"schema": {
+                    "type": "object",
+                    "properties": {
+                        "event": {"type": "string"},
+                        "data": {"type": "string"},
+                        "id": {"type": "string"},
+                        "retry": {"type": "integer"},
+                    },
+                }},
             },
         }),
     )
