@@ -31,6 +31,7 @@ pub mod data;
 pub mod database;
 pub mod error;
 pub mod feed;
+mod listen;
 pub mod queue;
 pub mod registry;
 pub mod search;

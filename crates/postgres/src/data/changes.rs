@@ -36,11 +36,10 @@ use quintet_core::{
     Error, Instance, InstanceId, Result,
     ports::changes::{Change, ChangesPage, FeedListener, MAX_CHANGES_PAGE, check_since},
 };
-use tokio::{sync::mpsc, task::JoinHandle};
-use tokio_postgres::AsyncMessage;
+use tokio::task::JoinHandle;
 
 use super::instance_gone;
-use crate::{database::PgDatabase, error::pg_error};
+use crate::{database::PgDatabase, error::pg_error, listen::Session};
 
 /// The migration adding the change log (the second of data's migrations).
 pub(super) const MIGRATION: &str = r#"
@@ -231,7 +230,7 @@ impl Waker {
     /// repaired in the background.
     pub(super) async fn start(db: &PgDatabase, channel: &str) -> Result<Self> {
         let listeners: Listeners = Arc::new(Mutex::new(Vec::new()));
-        let first = Session::open(db, channel).await?;
+        let first = Session::open(db, "data-listen", channel).await?;
         let task = tokio::spawn(run(
             db.clone(),
             channel.to_owned(),
@@ -269,64 +268,13 @@ impl Drop for Waker {
     }
 }
 
-/// The `LISTEN` connection: its notifications' payloads, or `None` once it is lost.
-struct Session {
-    payloads: mpsc::UnboundedReceiver<Option<String>>,
-    _client: tokio_postgres::Client,
-    driver: JoinHandle<()>,
-}
-
-impl Drop for Session {
-    fn drop(&mut self) {
-        self.driver.abort();
-    }
-}
-
-impl Session {
-    async fn open(db: &PgDatabase, channel: &str) -> Result<Self> {
-        let (client, mut connection) = db.dedicated("data-listen").await?;
-        let (tx, payloads) = mpsc::unbounded_channel();
-        let driver = tokio::spawn(async move {
-            loop {
-                match std::future::poll_fn(|cx| connection.poll_message(cx)).await {
-                    Some(Ok(AsyncMessage::Notification(n))) => {
-                        if tx.send(Some(n.payload().to_owned())).is_err() {
-                            return;
-                        }
-                    }
-                    Some(Ok(_)) => {}
-                    Some(Err(e)) => {
-                        tracing::warn!(error = %e, "the data feed's LISTEN connection failed");
-                        let _ = tx.send(None);
-                        return;
-                    }
-                    None => {
-                        let _ = tx.send(None);
-                        return;
-                    }
-                }
-            }
-        });
-        // The channel is `quintet_data_` and hex digits: a plain identifier.
-        client
-            .batch_execute(&format!("LISTEN {channel}"))
-            .await
-            .map_err(pg_error)?;
-        Ok(Self {
-            payloads,
-            _client: client,
-            driver,
-        })
-    }
-}
-
 async fn run(db: PgDatabase, channel: String, listeners: Listeners, first: Session) {
     let mut session = Some(first);
     let mut backoff = MIN_BACKOFF;
     loop {
         let Some(current) = session.as_mut() else {
             tokio::time::sleep(backoff).await;
-            match Session::open(&db, &channel).await {
+            match Session::open(&db, "data-listen", &channel).await {
                 Ok(s) => {
                     tracing::info!("listening for data changes again");
                     session = Some(s);

@@ -14,10 +14,9 @@ use std::{
 };
 
 use quintet_core::{Clock, InstanceId, Result, ports::queue::DueListener};
-use tokio::{sync::mpsc, task::JoinHandle};
-use tokio_postgres::AsyncMessage;
+use tokio::task::JoinHandle;
 
-use crate::{database::PgDatabase, error::pg_error};
+use crate::{database::PgDatabase, error::pg_error, listen::Session};
 
 /// How often each node looks for due jobs that no notification announced.
 pub const POLL_EVERY: Duration = Duration::from_secs(2);
@@ -49,7 +48,7 @@ impl Waker {
         clock: Arc<dyn Clock>,
     ) -> Result<Self> {
         let listeners: Listeners = Arc::new(Mutex::new(Vec::new()));
-        let first = Session::open(db, channel).await?;
+        let first = Session::open(db, "queue-listen", channel).await?;
         let task = tokio::spawn(run(
             db.clone(),
             channel.to_owned(),
@@ -93,57 +92,6 @@ fn tell(listeners: &Listeners, queue: InstanceId) {
     }
 }
 
-/// The `LISTEN` connection: its notifications' payloads, or `None` once it is lost.
-struct Session {
-    payloads: mpsc::UnboundedReceiver<Option<String>>,
-    _client: tokio_postgres::Client,
-    driver: JoinHandle<()>,
-}
-
-impl Drop for Session {
-    fn drop(&mut self) {
-        self.driver.abort();
-    }
-}
-
-impl Session {
-    async fn open(db: &PgDatabase, channel: &str) -> Result<Self> {
-        let (client, mut connection) = db.dedicated("queue-listen").await?;
-        let (tx, payloads) = mpsc::unbounded_channel();
-        let driver = tokio::spawn(async move {
-            loop {
-                match std::future::poll_fn(|cx| connection.poll_message(cx)).await {
-                    Some(Ok(AsyncMessage::Notification(n))) => {
-                        if tx.send(Some(n.payload().to_owned())).is_err() {
-                            return;
-                        }
-                    }
-                    Some(Ok(_)) => {} // notices
-                    Some(Err(e)) => {
-                        tracing::warn!(error = %e, "the queue's LISTEN connection failed");
-                        let _ = tx.send(None);
-                        return;
-                    }
-                    None => {
-                        let _ = tx.send(None);
-                        return;
-                    }
-                }
-            }
-        });
-        // The channel is `quintet_jobs_` and hex digits: a plain identifier.
-        client
-            .batch_execute(&format!("LISTEN {channel}"))
-            .await
-            .map_err(pg_error)?;
-        Ok(Self {
-            payloads,
-            _client: client,
-            driver,
-        })
-    }
-}
-
 /// Queues with READY jobs due at `now_ms` (including leases that ran out).
 async fn due_queues(db: &PgDatabase, now_ms: i64) -> Result<BTreeSet<i64>> {
     let rows = db
@@ -174,7 +122,7 @@ async fn run(
     loop {
         let Some(current) = session.as_mut() else {
             tokio::time::sleep(backoff).await;
-            match Session::open(&db, &channel).await {
+            match Session::open(&db, "queue-listen", &channel).await {
                 Ok(s) => {
                     tracing::info!("listening for queued jobs again");
                     session = Some(s);
