@@ -315,6 +315,7 @@ impl Conn {
                 derived_admin_token(&ring)
             }
         };
+        quintet_server::tls::install_crypto_provider();
         let mut builder = reqwest::Client::builder().timeout(Duration::from_secs(60));
         if let Some(ca) = self.ca_cert.or(file.tls_cert) {
             let pem = std::fs::read(&ca)

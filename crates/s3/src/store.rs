@@ -114,6 +114,10 @@ impl S3BlobStore {
                 config.describe()
             )));
         };
+        // object_store's HTTP client (reqwest over rustls) is built without a crypto
+        // provider of its own: ring, as everywhere in quintet. An error says one is
+        // installed already.
+        let _ = rustls::crypto::ring::default_provider().install_default();
         let mut builder = AmazonS3Builder::new()
             // First: the builder's own settings below (plain HTTP) go into these options.
             .with_client_options(ClientOptions::new().with_connect_timeout(config.connect_timeout))

@@ -14,7 +14,7 @@ use tokio::{sync::mpsc, task::JoinHandle};
 use tokio_rustls::{
     TlsAcceptor,
     rustls::{
-        crypto::aws_lc_rs,
+        crypto::ring,
         pki_types::{CertificateDer, PrivateKeyDer, pem::PemObject},
     },
     server::TlsStream,
@@ -27,6 +27,14 @@ use crate::{
 
 /// The rustls server configuration [`load`] builds.
 pub use tokio_rustls::rustls::ServerConfig;
+
+/// Make ring the process's TLS crypto provider, which reqwest needs before it builds a
+/// client (it is compiled without a provider of its own, see the workspace manifest).
+/// Idempotent and cheap: call it before building an HTTP client.
+pub fn install_crypto_provider() {
+    // An error only says that a provider is installed already, which is all we need.
+    let _ = ring::default_provider().install_default();
+}
 
 /// Longest a client may take to complete the TLS handshake.
 const HANDSHAKE_TIMEOUT: Duration = Duration::from_secs(10);
@@ -67,7 +75,7 @@ pub fn load(files: &TlsFiles) -> Result<Arc<ServerConfig>> {
             files.key.display()
         ))
     })?;
-    let mut config = ServerConfig::builder_with_provider(Arc::new(aws_lc_rs::default_provider()))
+    let mut config = ServerConfig::builder_with_provider(Arc::new(ring::default_provider()))
         .with_safe_default_protocol_versions()
         .map_err(|e| Error::internal(format!("TLS protocol versions: {e}")))?
         .with_no_client_auth()

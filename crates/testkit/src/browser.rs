@@ -67,6 +67,7 @@ impl Browser {
             .stderr(Stdio::null())
             .spawn()
             .expect("chromedriver starts");
+        quintet_server::tls::install_crypto_provider();
         let http = reqwest::Client::builder()
             .no_proxy()
             .timeout(Duration::from_secs(60))

@@ -126,6 +126,7 @@ impl Client {
     }
 
     fn build(base: &str, ca: Option<&[u8]>) -> Self {
+        quintet_server::tls::install_crypto_provider();
         let mut builder = reqwest::Client::builder()
             .no_proxy()
             .timeout(Duration::from_secs(60));

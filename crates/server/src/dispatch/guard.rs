@@ -353,6 +353,7 @@ mod tests {
 
     #[tokio::test]
     async fn a_refused_delivery_is_recognised_in_the_client_error() {
+        crate::tls::install_crypto_provider();
         let client = reqwest::Client::builder()
             .no_proxy()
             .dns_resolver(GuardedResolver {

@@ -205,6 +205,7 @@ impl Dispatcher {
     /// The HTTP client of one queue, whose resolver enforces `policy` for a target on
     /// `port` (or which goes through the egress proxy).
     fn client(&self, policy: &Arc<TargetPolicy>, port: u16) -> Result<reqwest::Client> {
+        crate::tls::install_crypto_provider();
         let mut builder = reqwest::Client::builder()
             .redirect(reqwest::redirect::Policy::none())
             .user_agent(concat!("quintet/", env!("CARGO_PKG_VERSION")))
