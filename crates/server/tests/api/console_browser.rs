@@ -679,6 +679,11 @@ async fn the_admin_exports_and_imports_an_application_from_the_console() {
     b.find("#import-report").await;
     b.wait_text(&format!("{copy} / data / movies")).await;
     b.wait_text("equal").await;
+    b.exec(
+        "document.querySelector('#import-report').scrollIntoView({block: 'center'})",
+        json!([]),
+    )
+    .await;
     b.screenshot(&dir.join("import.png")).await;
     let r = s
         .admin(Method::GET, &format!("/_admin/apps/{copy}/instances"), None)
@@ -714,6 +719,11 @@ async fn the_admin_exports_and_imports_an_application_from_the_console() {
     b.click_text("button", "Import").await;
     b.wait_text("the archive is damaged or not a quintet archive")
         .await;
+    b.exec(
+        "document.querySelector(\"form[aria-label='import an archive']\").scrollIntoView({block: 'center'})",
+        json!([]),
+    )
+    .await;
     b.screenshot(&dir.join("import-error.png")).await;
     s.admin(Method::GET, "/_admin/apps/from-notes", None)
         .await
