@@ -10,7 +10,14 @@
 //! overlay it. Routes are explicit paths: an explicit route another module adds under
 //! `/_console/` (such as the API reference at `/_console/api`) wins over the catch-all.
 //!
+//! Files are sent gzipped to clients that accept it: each is compressed once, at the first
+//! request for any of them, and kept. Every answer has a strong `ETag` (one per
+//! representation) and `Cache-Control: no-cache`, so a browser revalidates each load and
+//! gets `304 Not Modified` for what it has.
+//!
 //! What the console shows and how it is tested: `docs/console.md`.
+
+use std::{io::Write as _, sync::LazyLock};
 
 use axum::{
     Router,
@@ -20,6 +27,7 @@ use axum::{
     routing::get,
 };
 use quintet_core::Error;
+use sha2::{Digest as _, Sha256};
 
 use crate::{error::ApiError, state::AppState};
 
@@ -76,12 +84,83 @@ pub(crate) fn routes() -> Router<AppState> {
             "/_console",
             get(|| async { Redirect::permanent("/_console/") }),
         )
-        .route("/_console/", get(|| async { file("index.html") }))
+        .route(
+            "/_console/",
+            get(|headers: HeaderMap| async move { file("index.html", &headers) }),
+        )
         .route("/_console/{*path}", get(asset))
 }
 
-async fn asset(Path(path): Path<String>) -> Response {
-    file(&path)
+async fn asset(Path(path): Path<String>, headers: HeaderMap) -> Response {
+    file(&path, &headers)
+}
+
+/// An embedded file ready to send: its gzipped bytes (when smaller) and entity tags.
+struct Prepared {
+    asset: &'static Asset,
+    /// The file gzipped, `None` where that is not smaller.
+    gzip: Option<Vec<u8>>,
+    /// The entity tag of the plain bytes, quoted.
+    etag: String,
+    /// The entity tag of the gzipped bytes, quoted.
+    etag_gzip: String,
+}
+
+/// Every file, compressed once at the first request.
+static PREPARED: LazyLock<Vec<Prepared>> = LazyLock::new(|| ASSETS.iter().map(prepare).collect());
+
+fn prepare(asset: &'static Asset) -> Prepared {
+    let digest = Sha256::digest(asset.body.as_bytes());
+    let tag = hex::encode(&digest[..12]);
+    let gzip = gzip(asset.body.as_bytes()).filter(|z| z.len() < asset.body.len());
+    Prepared {
+        asset,
+        gzip,
+        etag: format!("\"{tag}\""),
+        etag_gzip: format!("\"{tag}-gzip\""),
+    }
+}
+
+/// `bytes` gzipped at the best level; `None` only if the encoder fails, which writing to
+/// memory does not (the file is then sent plain).
+fn gzip(bytes: &[u8]) -> Option<Vec<u8>> {
+    let mut z = flate2::write::GzEncoder::new(Vec::new(), flate2::Compression::best());
+    z.write_all(bytes).ok()?;
+    z.finish().ok()
+}
+
+/// Whether `Accept-Encoding` accepts gzip: `gzip`, `x-gzip` or `*` with a quality above 0.
+pub fn accepts_gzip(headers: &HeaderMap) -> bool {
+    headers
+        .get_all(header::ACCEPT_ENCODING)
+        .iter()
+        .filter_map(|v| v.to_str().ok())
+        .flat_map(|v| v.split(','))
+        .any(|item| {
+            let mut parts = item.split(';');
+            let name = parts.next().unwrap_or("").trim();
+            let accepted = ["gzip", "x-gzip", "*"]
+                .iter()
+                .any(|n| name.eq_ignore_ascii_case(n));
+            let zero = parts.any(|p| {
+                p.trim()
+                    .strip_prefix("q=")
+                    .and_then(|q| q.trim().parse::<f32>().ok())
+                    .is_some_and(|q| q <= 0.0)
+            });
+            accepted && !zero
+        })
+}
+
+/// Whether `If-None-Match` names `etag` (or is `*`): the client has this representation.
+fn not_modified(headers: &HeaderMap, etag: &str) -> bool {
+    headers
+        .get_all(header::IF_NONE_MATCH)
+        .iter()
+        .filter_map(|v| v.to_str().ok())
+        .flat_map(|v| v.split(','))
+        .map(str::trim)
+        .any(|t| t == "*" || t.strip_prefix("W/").unwrap_or(t) == etag)
 }
 
 /// The headers every console answer carries.
@@ -103,29 +182,58 @@ pub fn protect(headers: &mut HeaderMap) {
     headers.insert(header::CACHE_CONTROL, HeaderValue::from_static("no-cache"));
 }
 
-fn file(path: &str) -> Response {
-    let mut res = match ASSETS.iter().find(|a| a.path == path) {
-        Some(a) => {
-            let mut res = (StatusCode::OK, a.body).into_response();
-            res.headers_mut().insert(
-                header::CONTENT_TYPE,
-                HeaderValue::from_static(a.content_type),
-            );
-            res
-        }
-        None => ApiError(Error::NotFound(format!(
+fn file(path: &str, req: &HeaderMap) -> Response {
+    let Some(p) = PREPARED.iter().find(|p| p.asset.path == path) else {
+        let mut res = ApiError(Error::NotFound(format!(
             "the console has no file {:?}: open /_console/",
             path.chars().take(100).collect::<String>()
         )))
-        .into_response(),
+        .into_response();
+        protect(res.headers_mut());
+        return res;
     };
-    protect(res.headers_mut());
+    let gzip = p.gzip.as_deref().filter(|_| accepts_gzip(req));
+    let etag = if gzip.is_some() {
+        &p.etag_gzip
+    } else {
+        &p.etag
+    };
+    let mut res = if not_modified(req, etag) {
+        StatusCode::NOT_MODIFIED.into_response()
+    } else {
+        let body = gzip.map_or_else(
+            || axum::body::Body::from(p.asset.body),
+            |z| axum::body::Body::from(z.to_vec()),
+        );
+        let mut res = (StatusCode::OK, body).into_response();
+        res.headers_mut().insert(
+            header::CONTENT_TYPE,
+            HeaderValue::from_static(p.asset.content_type),
+        );
+        if gzip.is_some() {
+            res.headers_mut()
+                .insert(header::CONTENT_ENCODING, HeaderValue::from_static("gzip"));
+        }
+        res
+    };
+    let h = res.headers_mut();
+    if let Ok(v) = HeaderValue::from_str(etag) {
+        h.insert(header::ETAG, v);
+    }
+    // Caches must keep the plain and the gzipped file apart.
+    h.insert(header::VARY, HeaderValue::from_static("accept-encoding"));
+    protect(h);
     res
 }
 
 /// The paths of every embedded file and their sizes in bytes, for tests and docs.
 pub fn files() -> impl Iterator<Item = (&'static str, usize)> {
     ASSETS.iter().map(|a| (a.path, a.body.len()))
+}
+
+/// The bytes of the embedded file at `path` under `/_console/`, as written.
+pub fn content(path: &str) -> Option<&'static str> {
+    ASSETS.iter().find(|a| a.path == path).map(|a| a.body)
 }
 
 #[cfg(test)]
@@ -166,6 +274,43 @@ mod tests {
                     a.path
                 );
             }
+        }
+    }
+
+    #[test]
+    fn accept_encoding_is_read_with_its_qualities() {
+        let with = |v: &str| {
+            let mut h = HeaderMap::new();
+            h.insert(header::ACCEPT_ENCODING, HeaderValue::from_str(v).unwrap());
+            accepts_gzip(&h)
+        };
+        assert!(with("gzip"));
+        assert!(with("br, gzip;q=0.8, deflate"));
+        assert!(with("GZIP"));
+        assert!(with("*"));
+        assert!(!with("gzip;q=0"));
+        assert!(!with("gzip; q=0.0, br"));
+        assert!(!with("identity"));
+        assert!(!with("br, deflate"));
+        assert!(!accepts_gzip(&HeaderMap::new()));
+    }
+
+    #[test]
+    fn every_file_is_gzipped_smaller_except_tiny_ones() {
+        for p in PREPARED.iter() {
+            if let Some(z) = &p.gzip {
+                let mut out = String::new();
+                std::io::Read::read_to_string(&mut flate2::read::GzDecoder::new(&z[..]), &mut out)
+                    .unwrap();
+                assert_eq!(out, p.asset.body, "{}", p.asset.path);
+            } else {
+                assert!(
+                    p.asset.body.len() < 1024,
+                    "{} is not compressed",
+                    p.asset.path
+                );
+            }
+            assert_ne!(p.etag, p.etag_gzip);
         }
     }
 

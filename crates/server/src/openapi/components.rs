@@ -503,7 +503,7 @@ fn schemas() -> Value {
         },
         "Accounts": {
             "type": "object", "required": ["ok", "accounts"],
-            "properties": {"ok": {"const": true}, "accounts": {"type": "array", "items": schema("Account")}},
+            "properties": {"ok": {"const": true}, "accounts": {"type": "array", "items": schema("Account")}, "next": {"type": ["string", "null"], "description": "With `limit`: the `after` of the next page, null on the last."}},
         },
         "AppAnswer": {
             "type": "object", "required": ["ok", "app"],
@@ -511,7 +511,7 @@ fn schemas() -> Value {
         },
         "Apps": {
             "type": "object", "required": ["ok", "apps"],
-            "properties": {"ok": {"const": true}, "apps": {"type": "array", "items": schema("App")}},
+            "properties": {"ok": {"const": true}, "apps": {"type": "array", "items": schema("App")}, "next": {"type": ["string", "null"], "description": "With `limit`: the `after` of the next page, null on the last."}},
         },
         "NewKey": {
             "type": "object", "required": ["ok", "key", "secret", "connectionString"],
@@ -529,6 +529,7 @@ fn schemas() -> Value {
             "type": "object", "required": ["ok", "keys"],
             "properties": {
                 "ok": {"const": true},
+                "next": {"type": ["string", "null"], "description": "With `limit`: the `after` of the next page, null on the last."},
                 "keys": {"type": "array", "items": {
                     "type": "object",
                     "required": ["key", "secret", "created", "lastUsed", "revoked"],
@@ -546,6 +547,7 @@ fn schemas() -> Value {
             "type": "object", "required": ["ok", "instances"],
             "properties": {
                 "ok": {"const": true},
+                "next": {"type": ["string", "null"], "description": "With `limit`: the `after` of the next page, null on the last."},
                 "instances": {"type": "array", "items": {
                     "type": "object",
                     "required": ["type", "name", "config", "created"],
@@ -678,6 +680,7 @@ fn schemas() -> Value {
             "type": "object", "required": ["ok", "tokens"],
             "properties": {
                 "ok": {"const": true},
+                "next": {"type": ["string", "null"], "description": "With `limit`: the `after` of the next page, null on the last."},
                 "tokens": {"type": "array", "items": {
                     "type": "object",
                     "required": ["id", "account", "created", "revoked"],

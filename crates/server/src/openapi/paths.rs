@@ -1015,6 +1015,20 @@ fn admin() -> Vec<Op> {
     // The calls an account token may make too, for its own account's applications.
     let b = |method, path, id, summary| Op::new(method, path, AdminOrAccount, id, "admin", summary);
     let app_missing = || error("No such application.");
+    // Admin lists page with `?limit=&after=`: without `limit`, the whole list.
+    let paged = |op: Op, after: &str| {
+        op.param(query(
+            "limit",
+            "At most this many (1–1000); the answer's `next` is the `after` of the next page. \
+             Without it, every entry.",
+            json!({"type": "integer", "minimum": 1, "maximum": 1000}),
+        ))
+        .param(query("after", after, json!({"type": "string"})))
+        .answer(
+            "422",
+            error("A bad `limit`, or an `after` this list did not give."),
+        )
+    };
     vec![
         a("POST", "/_admin/accounts", "admin.createAccount", "Create an account")
             .body(json_body("The account.", json!({
@@ -1026,8 +1040,9 @@ fn admin() -> Vec<Op> {
             .link("201", "admin.getAccount", json!({"account": "$response.body#/account/name"}))
             .link("201", "admin.changePlan", json!({"account": "$response.body#/account/name"}))
             .answer("422", error("A bad name or plan.")),
-        b("GET", "/_admin/accounts", "admin.listAccounts", "List accounts")
-            .answer("200", json_answer("Every account.", schema("Accounts"))),
+        paged(b("GET", "/_admin/accounts", "admin.listAccounts", "List accounts")
+            .answer("200", json_answer("The accounts by name.", schema("Accounts"))),
+            "Only accounts whose name sorts after it."),
         b("GET", "/_admin/accounts/{account}", "admin.getAccount", "Get an account")
             .answer("200", json_answer("The account.", schema("AccountAnswer")))
             .answer("404", error("No such account.")),
@@ -1055,9 +1070,10 @@ fn admin() -> Vec<Op> {
             .link("201", "admin.instances", json!({"app": "$response.body#/app/name"}))
             .link("201", "admin.deleteApp", json!({"app": "$response.body#/app/name"}))
             .answer("422", error("A bad name.")),
-        b("GET", "/_admin/apps", "admin.listApps", "List applications")
+        paged(b("GET", "/_admin/apps", "admin.listApps", "List applications")
             .param(query("account", "Only this account's.", json!({"type": "string"})))
-            .answer("200", json_answer("The applications.", schema("Apps"))),
+            .answer("200", json_answer("The applications by name.", schema("Apps"))),
+            "Only applications whose name sorts after it."),
         b("GET", "/_admin/apps/{app}", "admin.getApp", "Get an application")
             .answer("200", json_answer("The application.", schema("AppAnswer")))
             .answer("404", app_missing()),
@@ -1069,18 +1085,20 @@ fn admin() -> Vec<Op> {
             .link("201", "admin.revealKey", json!({"app": "$request.path.app", "key": "$response.body#/key"}))
             .link("201", "admin.revokeKey", json!({"app": "$request.path.app", "key": "$response.body#/key"}))
             .answer("404", app_missing()),
-        b("GET", "/_admin/apps/{app}/keys", "admin.listKeys", "List access keys")
+        paged(b("GET", "/_admin/apps/{app}/keys", "admin.listKeys", "List access keys")
             .answer("200", json_answer("The keys, oldest first, secrets redacted.", schema("Keys")))
             .answer("404", app_missing()),
+            "Only keys listed after this key (the previous page's `next`)."),
         b("GET", "/_admin/apps/{app}/keys/{key}", "admin.revealKey", "Reveal an access key")
             .answer("200", json_answer("The key with its secret in full.", schema("NewKey")))
             .answer("404", error("No such application or key.")),
         b("DELETE", "/_admin/apps/{app}/keys/{key}", "admin.revokeKey", "Revoke an access key")
             .answer("200", ok("Revoked at once; revoking twice is fine."))
             .answer("404", error("No such application or key.")),
-        b("GET", "/_admin/apps/{app}/instances", "admin.instances", "List an application's instances")
-            .answer("200", json_answer("The instances, secrets in configurations redacted.", schema("Instances")))
+        paged(b("GET", "/_admin/apps/{app}/instances", "admin.instances", "List an application's instances")
+            .answer("200", json_answer("The instances by type and name, secrets in configurations redacted.", schema("Instances")))
             .answer("404", app_missing()),
+            "Only instances sorting after this `<type>/<name>`."),
         b("POST", "/_admin/apps/{app}/token", "admin.mintToken", "Sign an access token of an application")
             .body(json!({
                 "description": "`ttl`: seconds, 1–3600 (default 900), never past `--jwt-max-ttl`. Optional.",
@@ -1103,10 +1121,10 @@ fn admin() -> Vec<Op> {
             .link("201", "admin.revokeAccountToken", json!({"account": "$request.path.account", "id": "$response.body#/id"}))
             .answer("404", error("No such account."))
             .answer("422", error("A bad account name.")),
-        a("GET", "/_admin/accounts/{account}/tokens", "admin.listAccountTokens", "List account tokens")
+        paged(a("GET", "/_admin/accounts/{account}/tokens", "admin.listAccountTokens", "List account tokens")
             .answer("200", json_answer("The tokens, oldest first, never their text.", schema("AccountTokens")))
-            .answer("404", error("No such account."))
-            .answer("422", error("A bad account name.")),
+            .answer("404", error("No such account.")),
+            "Only tokens listed after this token id (the previous page's `next`)."),
         a("DELETE", "/_admin/accounts/{account}/tokens/{id}", "admin.revokeAccountToken", "Revoke an account token")
             .answer("200", ok("Revoked at once; revoking twice is fine."))
             .answer("404", error("No such account or token."))

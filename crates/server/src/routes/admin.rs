@@ -60,6 +60,102 @@ pub(super) fn routes() -> Router<AppState> {
         )
 }
 
+/// The most entries one page of an admin list holds.
+const MAX_PAGE: usize = 1000;
+
+/// `?limit=&after=` of an admin list. Without `limit` the whole list is answered, as before
+/// paging existed; with it, at most `limit` entries and `next`, the `after` of the next
+/// page (`null` on the last). Both are text here so that a bad value gets this module's
+/// message rather than the extractor's.
+#[derive(Debug, Default, Deserialize)]
+struct Paging {
+    limit: Option<String>,
+    after: Option<String>,
+}
+
+impl Paging {
+    fn limit(&self) -> Result<Option<usize>, Error> {
+        let Some(v) = &self.limit else {
+            return Ok(None);
+        };
+        match v.parse::<usize>() {
+            Ok(n) if (1..=MAX_PAGE).contains(&n) => Ok(Some(n)),
+            _ => Err(Error::Invalid(format!(
+                "limit must be a whole number from 1 to {MAX_PAGE}, not {:?}",
+                v.chars().take(40).collect::<String>()
+            ))),
+        }
+    }
+
+    /// A page of `items` ordered by `key` (byte order, so the same on every registry
+    /// engine): those whose key sorts after `after`, and the cursor of the next page.
+    /// An entry removed between two pages cannot break the walk.
+    fn by_key<T>(
+        &self,
+        mut items: Vec<T>,
+        key: impl Fn(&T) -> String,
+    ) -> Result<(Vec<T>, Option<String>), Error> {
+        let limit = self.limit()?;
+        items.sort_by_cached_key(|t| key(t));
+        if let Some(after) = &self.after {
+            items.retain(|t| key(t).as_str() > after.as_str());
+        }
+        Ok(cut(items, limit, key))
+    }
+
+    /// A page of `items` in the order given (oldest first): those after the one whose id
+    /// is `after` (422 when there is none: these are never removed one by one, so that
+    /// id did not come from this list), and the cursor of the next page.
+    fn by_position<T>(
+        &self,
+        items: Vec<T>,
+        id: impl Fn(&T) -> String,
+        what: &str,
+    ) -> Result<(Vec<T>, Option<String>), Error> {
+        let limit = self.limit()?;
+        let items = match &self.after {
+            None => items,
+            Some(after) => {
+                let at = items.iter().position(|t| id(t) == *after).ok_or_else(|| {
+                    Error::Invalid(format!(
+                        "after {:?} is not one of the {what} listed here: pass the `next` of                          the previous page, or leave after out for the first page",
+                        after.chars().take(80).collect::<String>()
+                    ))
+                })?;
+                items.into_iter().skip(at + 1).collect()
+            }
+        };
+        Ok(cut(items, limit, id))
+    }
+}
+
+/// `body` with `next` when the call asked for a page (`limit`): whole lists answer as they
+/// did before paging existed.
+fn paged(mut body: Value, paging: &Paging, next: Option<String>) -> Value {
+    if paging.limit.is_some()
+        && let Some(fields) = body.as_object_mut()
+    {
+        fields.insert("next".to_owned(), next.map_or(Value::Null, Value::String));
+    }
+    body
+}
+
+/// The first `limit` of `items` and, when more follow, the cursor after the last of them.
+fn cut<T>(
+    mut items: Vec<T>,
+    limit: Option<usize>,
+    id: impl Fn(&T) -> String,
+) -> (Vec<T>, Option<String>) {
+    match limit {
+        Some(n) if items.len() > n => {
+            items.truncate(n);
+            let next = items.last().map(id);
+            (items, next)
+        }
+        _ => (items, None),
+    }
+}
+
 fn time(ms: Option<i64>) -> Value {
     ms.map_or(Value::Null, |ms| Value::String(format_rfc3339_ms(ms)))
 }
@@ -120,17 +216,19 @@ async fn create_account(
     ))
 }
 
-/// `{ok, accounts}` ordered by name.
-async fn list_accounts(caller: Caller, State(state): State<AppState>) -> ApiResult<Response> {
-    let accounts = state.services.registry.list_accounts().await?;
-    let accounts: Vec<Value> = accounts
-        .iter()
-        .filter(|u| caller.may_see(Some(&u.account.name)))
-        .map(account_json)
-        .collect();
+/// `{ok, accounts, next}` ordered by name, a page of them with `?limit=&after=`.
+async fn list_accounts(
+    caller: Caller,
+    State(state): State<AppState>,
+    Query(paging): Query<Paging>,
+) -> ApiResult<Response> {
+    let mut accounts = state.services.registry.list_accounts().await?;
+    accounts.retain(|u| caller.may_see(Some(&u.account.name)));
+    let (accounts, next) = paging.by_key(accounts, |u| u.account.name.to_string())?;
+    let accounts: Vec<Value> = accounts.iter().map(account_json).collect();
     Ok(reply::json(
         StatusCode::OK,
-        &json!({"ok": true, "accounts": accounts}),
+        &paged(json!({"ok": true, "accounts": accounts}), &paging, next),
     ))
 }
 
@@ -218,9 +316,12 @@ async fn create_app(
 #[derive(Debug, Deserialize)]
 struct AppsFilter {
     account: Option<String>,
+    #[serde(flatten)]
+    paging: Paging,
 }
 
-/// `{ok, apps}` ordered by name, of one account when `?account=` is given.
+/// `{ok, apps, next}` ordered by name, of one account when `?account=` is given, a page of
+/// them with `?limit=&after=`.
 async fn list_apps(
     caller: Caller,
     State(state): State<AppState>,
@@ -234,10 +335,11 @@ async fn list_apps(
         }
     }
     let apps = state.services.registry.list_apps(account.as_ref()).await?;
+    let (apps, next) = filter.paging.by_key(apps, |a| a.name.to_string())?;
     let apps: Vec<Value> = apps.iter().map(app_json).collect();
     Ok(reply::json(
         StatusCode::OK,
-        &json!({"ok": true, "apps": apps}),
+        &paged(json!({"ok": true, "apps": apps}), &filter.paging, next),
     ))
 }
 
@@ -313,15 +415,18 @@ async fn create_key(
     ))
 }
 
-/// `{ok, keys}`, oldest first, secrets redacted.
+/// `{ok, keys, next}`, oldest first, secrets redacted, a page of them with
+/// `?limit=&after=<key>`.
 async fn list_keys(
     caller: Caller,
     State(state): State<AppState>,
     Path(name): Path<String>,
+    Query(paging): Query<Paging>,
 ) -> ApiResult<Response> {
     let app = app_param(&name)?;
     owned_app(&state, &caller, &app).await?;
     let keys = state.services.registry.list_keys(&app).await?;
+    let (keys, next) = paging.by_position(keys, |k| k.key.as_str().to_owned(), "keys")?;
     let keys: Vec<Value> = keys
         .iter()
         .map(|k| {
@@ -336,7 +441,7 @@ async fn list_keys(
         .collect();
     Ok(reply::json(
         StatusCode::OK,
-        &json!({"ok": true, "keys": keys}),
+        &paged(json!({"ok": true, "keys": keys}), &paging, next),
     ))
 }
 
@@ -392,15 +497,20 @@ async fn revoke_key(
     Ok(reply::ok(StatusCode::OK))
 }
 
-/// `{ok, instances: [{type, name, config, created}]}` ordered by type and name.
+/// `{ok, instances: [{type, name, config, created}], next}` ordered by type and name, a
+/// page of them with `?limit=&after=<type>/<name>`.
 async fn list_instances(
     caller: Caller,
     State(state): State<AppState>,
     Path(name): Path<String>,
+    Query(paging): Query<Paging>,
 ) -> ApiResult<Response> {
     let app = app_param(&name)?;
     owned_app(&state, &caller, &app).await?;
     let instances = state.services.registry.list_instances(Some(&app)).await?;
+    // `/` sorts before every letter of a type's name, so this is type, then name.
+    let (instances, next) =
+        paging.by_key(instances, |i| format!("{}/{}", i.kind().as_str(), i.name))?;
     let instances: Vec<Value> = instances
         .iter()
         .map(|i| {
@@ -414,7 +524,7 @@ async fn list_instances(
         .collect();
     Ok(reply::json(
         StatusCode::OK,
-        &json!({"ok": true, "instances": instances}),
+        &paged(json!({"ok": true, "instances": instances}), &paging, next),
     ))
 }
 
@@ -555,18 +665,21 @@ async fn create_account_token(
     ))
 }
 
-/// `{ok, tokens: [{id, account, created, revoked}]}`, oldest first, never their text.
+/// `{ok, tokens: [{id, account, created, revoked}], next}`, oldest first, never their
+/// text, a page of them with `?limit=&after=<id>`.
 async fn list_account_tokens(
     _: Admin,
     State(state): State<AppState>,
     Path(name): Path<String>,
+    Query(paging): Query<Paging>,
 ) -> ApiResult<Response> {
     let name = account_param(&name)?;
     let tokens = state.services.registry.list_account_tokens(&name).await?;
+    let (tokens, next) = paging.by_position(tokens, |t| t.id.as_str().to_owned(), "tokens")?;
     let tokens: Vec<Value> = tokens.iter().map(account_token_json).collect();
     Ok(reply::json(
         StatusCode::OK,
-        &json!({"ok": true, "tokens": tokens}),
+        &paged(json!({"ok": true, "tokens": tokens}), &paging, next),
     ))
 }
 

@@ -745,3 +745,172 @@ async fn deleting_an_application_removes_its_instances_contents_and_keys() {
     .await
     .expect(201);
 }
+
+/// Walk an admin list `limit` at a time from its first page: each page's `field` entries,
+/// named by `name`, and that every page but the last is full.
+async fn walk(
+    s: &TestServer,
+    path: &str,
+    field: &str,
+    limit: usize,
+    name: &str,
+) -> Vec<Vec<String>> {
+    let mut pages = Vec::new();
+    let mut after: Option<String> = None;
+    let sep = if path.contains('?') { '&' } else { '?' };
+    loop {
+        let url = match &after {
+            Some(a) => format!("{path}{sep}limit={limit}&after={a}"),
+            None => format!("{path}{sep}limit={limit}"),
+        };
+        let r = s.admin(Method::GET, &url, None).await.expect(200);
+        let entries = r.body[field].as_array().unwrap();
+        let page: Vec<String> = entries
+            .iter()
+            .map(|e| e[name].as_str().unwrap().to_owned())
+            .collect();
+        // The cursor of an entry: its name or id; an instance's `<type>/<name>`.
+        let cursor = entries.last().map(|e| match field {
+            "instances" => format!(
+                "{}/{}",
+                e["type"].as_str().unwrap(),
+                e["name"].as_str().unwrap()
+            ),
+            _ => e[name].as_str().unwrap().to_owned(),
+        });
+        assert!(page.len() <= limit, "{url}: {page:?}");
+        let next = r.body.get("next").expect("a paged answer has next");
+        pages.push(page.clone());
+        match next.as_str() {
+            Some(n) => {
+                assert_eq!(page.len(), limit, "{url}: a page before the last is full");
+                assert_eq!(Some(n), cursor.as_deref(), "{url}");
+                after = Some(n.to_owned());
+            }
+            None => return pages,
+        }
+        assert!(pages.len() < 50, "{path} pages forever");
+    }
+}
+
+fn flat(pages: &[Vec<String>]) -> Vec<String> {
+    pages.concat()
+}
+
+#[tokio::test]
+async fn admin_lists_page_with_limit_and_after() {
+    let s = server().await;
+    for name in ["echo", "alpha", "delta", "charlie", "bravo"] {
+        account(&s, name, "business").await;
+    }
+    let r = s
+        .admin(Method::GET, "/_admin/accounts", None)
+        .await
+        .expect(200);
+    assert!(r.body.get("next").is_none(), "a whole list has no next");
+    let pages = walk(&s, "/_admin/accounts", "accounts", 2, "name").await;
+    assert_eq!(
+        pages,
+        vec![
+            vec!["alpha", "bravo"],
+            vec!["charlie", "delta"],
+            vec!["echo"]
+        ]
+    );
+    // An exact fit ends with a full last page whose next is null.
+    let pages = walk(&s, "/_admin/accounts", "accounts", 5, "name").await;
+    assert_eq!(pages.len(), 1);
+    // `after` a name that is gone (or never was) still pages by name.
+    let r = s
+        .admin(Method::GET, "/_admin/accounts?limit=2&after=b", None)
+        .await
+        .expect(200);
+    assert_eq!(r.body["accounts"][0]["name"], "bravo");
+    assert_eq!(r.body["next"], "charlie");
+
+    // Applications, of every account and of one.
+    for (i, a) in ["shop-3", "shop-1", "shop-5", "shop-2", "shop-4"]
+        .iter()
+        .enumerate()
+    {
+        let owner = if i % 2 == 0 { "alpha" } else { "bravo" };
+        app(&s, a, owner).await.expect(201);
+    }
+    let all = flat(&walk(&s, "/_admin/apps", "apps", 2, "name").await);
+    assert_eq!(all, ["shop-1", "shop-2", "shop-3", "shop-4", "shop-5"]);
+    let alpha = walk(&s, "/_admin/apps?account=alpha", "apps", 2, "name").await;
+    assert_eq!(alpha, vec![vec!["shop-3", "shop-4"], vec!["shop-5"]]);
+
+    // Keys, oldest first: `after` is the last key of the page.
+    let mut keys = Vec::new();
+    for _ in 0..3 {
+        let r = s
+            .admin(Method::POST, "/_admin/apps/shop-1/keys", None)
+            .await
+            .expect(201);
+        keys.push(r.body["key"].as_str().unwrap().to_owned());
+    }
+    let pages = walk(&s, "/_admin/apps/shop-1/keys", "keys", 2, "key").await;
+    assert_eq!(pages, vec![keys[..2].to_vec(), keys[2..].to_vec()]);
+
+    // Account tokens, oldest first.
+    let mut tokens = Vec::new();
+    for _ in 0..3 {
+        let r = s
+            .admin(Method::POST, "/_admin/accounts/alpha/tokens", None)
+            .await
+            .expect(201);
+        tokens.push(r.body["id"].as_str().unwrap().to_owned());
+    }
+    let pages = walk(&s, "/_admin/accounts/alpha/tokens", "tokens", 1, "id").await;
+    assert_eq!(flat(&pages), tokens);
+    assert_eq!(pages.len(), 3);
+
+    // Instances by type and name; `next` is `<type>/<name>`.
+    let k = s.new_key("alpha", "shop-3").await;
+    for path in ["data/zeta", "cache/main", "data/alpha", "search/main"] {
+        let req = s.as_app(&k, s.request(Method::PUT, &format!("/shop-3/{path}")));
+        let req = if path.starts_with("search") {
+            req.json(&json!({"fields": ["title"]}))
+        } else {
+            req
+        };
+        s.send(req).await.expect(201);
+    }
+    let r = s
+        .admin(Method::GET, "/_admin/apps/shop-3/instances?limit=2", None)
+        .await
+        .expect(200);
+    assert_eq!(r.body["next"], "data/alpha");
+    let pages = walk(&s, "/_admin/apps/shop-3/instances", "instances", 2, "name").await;
+    assert_eq!(pages, vec![vec!["main", "alpha"], vec!["zeta", "main"]]);
+
+    // Bad paging: 422 with the rule, whatever the list.
+    for url in [
+        "/_admin/accounts?limit=0",
+        "/_admin/accounts?limit=1001",
+        "/_admin/apps?limit=ten",
+        "/_admin/apps/shop-1/keys?limit=-1",
+    ] {
+        let r = s.admin(Method::GET, url, None).await.expect(422);
+        assert_eq!(
+            r.body["msg"].as_str().unwrap().split(", not").next(),
+            Some("limit must be a whole number from 1 to 1000"),
+            "{url}"
+        );
+    }
+    for url in [
+        "/_admin/apps/shop-1/keys?limit=2&after=nokey",
+        "/_admin/accounts/alpha/tokens?limit=2&after=nope",
+    ] {
+        let r = s.admin(Method::GET, url, None).await.expect(422);
+        assert!(
+            r.body["msg"]
+                .as_str()
+                .unwrap()
+                .contains("is not one of the"),
+            "{url}: {}",
+            r.body
+        );
+    }
+}

@@ -166,3 +166,79 @@ async fn a_minted_token_opens_the_application_until_its_key_is_revoked() {
         .await
         .expect(404);
 }
+
+#[tokio::test]
+async fn the_console_files_are_gzipped_for_clients_that_accept_it() {
+    use std::io::Read as _;
+    let s = TestServer::start().await;
+    let get = |path: &str, headers: &[(&str, &str)]| {
+        let mut req = s.http().get(s.url(path));
+        for (k, v) in headers {
+            req = req.header(*k, *v);
+        }
+        req
+    };
+    for (url, file) in [
+        ("/_console/", "index.html"),
+        ("/_console/app.js", "app.js"),
+        ("/_console/app.css", "app.css"),
+        ("/_console/pages/data.js", "pages/data.js"),
+    ] {
+        let plain = quintet_server::console::content(file).unwrap().as_bytes();
+
+        // Accept-Encoding with gzip: a gzipped body that is the file.
+        let r = get(url, &[("accept-encoding", "br;q=1.0, gzip;q=0.8, *;q=0.1")])
+            .send()
+            .await
+            .unwrap();
+        assert_eq!(r.status(), 200, "{url}");
+        let h = r.headers().clone();
+        assert_eq!(h["content-encoding"], "gzip", "{url}");
+        assert_eq!(h["vary"], "accept-encoding", "{url}");
+        assert_eq!(h["cache-control"], "no-cache", "{url}");
+        assert_eq!(h["x-frame-options"], "DENY", "{url}");
+        assert!(h.contains_key("content-security-policy"), "{url}");
+        let zipped_tag = h["etag"].to_str().unwrap().to_owned();
+        let body = r.bytes().await.unwrap();
+        assert!(body.len() < plain.len(), "{url}: {} bytes", body.len());
+        let mut out = Vec::new();
+        flate2::read::GzDecoder::new(&body[..])
+            .read_to_end(&mut out)
+            .unwrap();
+        assert_eq!(out, plain, "{url}");
+
+        // Without Accept-Encoding, or refusing gzip: the plain bytes.
+        for headers in [&[][..], &[("accept-encoding", "gzip;q=0, identity")][..]] {
+            let r = get(url, headers).send().await.unwrap();
+            assert_eq!(r.status(), 200, "{url}");
+            assert!(!r.headers().contains_key("content-encoding"), "{url}");
+            assert_eq!(r.headers()["vary"], "accept-encoding");
+            let plain_tag = r.headers()["etag"].to_str().unwrap().to_owned();
+            assert_ne!(plain_tag, zipped_tag, "each representation its own tag");
+            assert_eq!(r.bytes().await.unwrap(), plain, "{url}");
+        }
+
+        // Revalidating what the browser has: 304 without a body; a changed tag gets it all.
+        let r = get(
+            url,
+            &[
+                ("accept-encoding", "gzip"),
+                ("if-none-match", zipped_tag.as_str()),
+            ],
+        )
+        .send()
+        .await
+        .unwrap();
+        assert_eq!(r.status(), 304, "{url}");
+        assert_eq!(r.headers()["etag"], zipped_tag.as_str());
+        assert!(r.bytes().await.unwrap().is_empty());
+        let r = get(
+            url,
+            &[("accept-encoding", "gzip"), ("if-none-match", "\"old\"")],
+        )
+        .send()
+        .await
+        .unwrap();
+        assert_eq!(r.status(), 200, "{url}");
+    }
+}

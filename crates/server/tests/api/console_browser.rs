@@ -630,3 +630,219 @@ async fn the_data_page_follows_live_changes() {
     eventually("leaving the page closes the stream", freed).await;
     b.quit().await;
 }
+
+#[tokio::test]
+async fn the_admin_exports_and_imports_an_application_from_the_console() {
+    let s = server().await;
+    let key = s.new_app().await;
+    let token = token_of(&key.connection_string);
+    let app = &key.app;
+    s.send(
+        s.request(Method::PUT, &format!("/{app}/data/movies"))
+            .bearer_auth(&token),
+    )
+    .await
+    .expect(201);
+    for (id, year) in [("alien", 1979), ("heat", 1995)] {
+        s.send(
+            s.request(Method::POST, &format!("/{app}/data/movies"))
+                .bearer_auth(&token)
+                .json(&json!({"_id": id, "year": year})),
+        )
+        .await
+        .expect(201);
+    }
+    let Some(b) = Browser::start(1280, 800).await else {
+        return;
+    };
+    let (dir, _keep) = shots();
+    let page = |p: &str| s.url(&format!("/_console/#/{p}"));
+    sign_in(&b, &s).await;
+
+    // Export: the file is a whole archive (it ends with its end record).
+    b.goto(&page("apps")).await;
+    b.click(&format!("button[data-export={app}]")).await;
+    b.wait_text(&format!("Exported {app}: {app}.qta")).await;
+    let archive = b.downloaded(&format!("{app}.qta")).await;
+    assert!(archive.starts_with(b"QUINTET-ARCHIVE 1\n"));
+    let text = String::from_utf8_lossy(&archive);
+    assert!(text.contains("\nend "), "no end record");
+    assert!(text.contains(r#""_id":"heat""#));
+    let file = b.downloads.path().join(format!("{app}.qta"));
+
+    // Import it as a copy beside the original: the report shows what came in.
+    let copy = format!("{app}-copy");
+    b.type_into("#import-file", file.to_str().unwrap()).await;
+    b.fill("#import-name", &copy).await;
+    b.click_text("button", "Import").await;
+    b.wait_text("Imported.").await;
+    b.find("#import-report").await;
+    b.wait_text(&format!("{copy} / data / movies")).await;
+    b.wait_text("equal").await;
+    b.exec(
+        "document.querySelector('#import-report').scrollIntoView({block: 'center'})",
+        json!([]),
+    )
+    .await;
+    b.screenshot(&dir.join("import.png")).await;
+    let r = s
+        .admin(Method::GET, &format!("/_admin/apps/{copy}/instances"), None)
+        .await
+        .expect(200);
+    assert_eq!(r.body["instances"][0]["name"], "movies");
+    let copied = s.new_key(&key.account, &copy).await;
+    let r = s
+        .send(
+            s.request(Method::GET, &format!("/{copy}/data/movies/heat"))
+                .bearer_auth(token_of(&copied.connection_string)),
+        )
+        .await
+        .expect(200);
+    assert_eq!(r.body["doc"]["year"], 1995);
+    // The new application is in the list.
+    b.find(&format!("button[data-export={copy}]")).await;
+
+    // The same name again: the server's 409 message, and nothing changes.
+    b.type_into("#import-file", file.to_str().unwrap()).await;
+    b.fill("#import-name", &copy).await;
+    b.click_text("button", "Import").await;
+    b.wait_text(&format!("application \"{copy}\" exists on this server"))
+        .await;
+    assert!(b.try_find("#import-report").await.is_none());
+
+    // A file that is no archive: the server's 422 message; no application is created.
+    let tmp = tempfile::tempdir().unwrap();
+    let bad = tmp.path().join("notes.qta");
+    std::fs::write(&bad, "these are my notes, not an archive\n").unwrap();
+    b.type_into("#import-file", bad.to_str().unwrap()).await;
+    b.fill("#import-name", "from-notes").await;
+    b.click_text("button", "Import").await;
+    b.wait_text("the archive is damaged or not a quintet archive")
+        .await;
+    b.exec(
+        "document.querySelector(\"form[aria-label='import an archive']\").scrollIntoView({block: 'center'})",
+        json!([]),
+    )
+    .await;
+    b.screenshot(&dir.join("import-error.png")).await;
+    s.admin(Method::GET, "/_admin/apps/from-notes", None)
+        .await
+        .expect(404);
+    b.quit().await;
+}
+
+/// The `html` example of `docs/feed.md` ("In a browser: EventSource"), as written there.
+fn feed_doc_page() -> String {
+    let doc = include_str!("../../../../docs/feed.md");
+    let section = doc
+        .split("## In a browser: EventSource")
+        .nth(1)
+        .expect("docs/feed.md has its EventSource section");
+    let html = section
+        .split("```html\n")
+        .nth(1)
+        .and_then(|rest| rest.split("\n```").next())
+        .expect("the section has an html example");
+    html.to_owned()
+}
+
+/// Serve `page` to every request on `listener` (a page of another origin than the node's),
+/// plain HTTP/1.1, one answer per connection.
+fn serve_page(listener: tokio::net::TcpListener, page: String) {
+    use tokio::io::{AsyncReadExt as _, AsyncWriteExt as _};
+    tokio::spawn(async move {
+        while let Ok((mut conn, _)) = listener.accept().await {
+            let page = page.clone();
+            tokio::spawn(async move {
+                let mut head = Vec::new();
+                let mut buf = [0u8; 1024];
+                while !head.windows(4).any(|w| w == b"\r\n\r\n") {
+                    match conn.read(&mut buf).await {
+                        Ok(0) | Err(_) => return,
+                        Ok(n) => head.extend_from_slice(&buf[..n]),
+                    }
+                }
+                let answer = format!(
+                    "HTTP/1.1 200 OK\r\ncontent-type: text/html; charset=utf-8\r\n\
+                     content-length: {}\r\nconnection: close\r\n\r\n{page}",
+                    page.len()
+                );
+                let _ = conn.write_all(answer.as_bytes()).await;
+                let _ = conn.shutdown().await;
+            });
+        }
+    });
+}
+
+#[tokio::test]
+async fn the_feed_docs_eventsource_page_shows_writes_as_they_commit() {
+    // The page of docs/feed.md, served from another origin (as `python3 -m http.server`
+    // would) to a node started with `--cors-origins` for it, follows a domain-form
+    // instance through a real EventSource.
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let origin = format!("http://localhost:{}", listener.local_addr().unwrap().port());
+    let s = TestServer::builder()
+        .args(|a| a.cors_origins = Some(vec![origin.clone()]))
+        .start()
+        .await;
+    s.create("data", "movies", None).await;
+    let page = feed_doc_page();
+    assert!(page.contains("new EventSource("), "{page}");
+    let node = s.url("");
+    serve_page(
+        listener,
+        page.replace("http://localhost:6363", node.trim_end_matches('/')),
+    );
+    let Some(b) = Browser::start(1280, 800).await else {
+        return;
+    };
+    b.goto(&format!("{origin}/")).await;
+    // The stream is open (`since=now`: only writes after this show).
+    eventually("the EventSource is open", || async {
+        b.exec(
+            "return typeof feed !== 'undefined' && feed instanceof EventSource && feed.readyState",
+            json!([]),
+        )
+        .await
+            == json!(1)
+    })
+    .await;
+    assert!(
+        b.page_text().await.trim().is_empty(),
+        "nothing before a write"
+    );
+
+    s.post("/data/movies", json!({"_id": "alien", "year": 1979}))
+        .await
+        .expect(201);
+    b.wait_text(r#"alien {"_id":"alien","year":1979}"#).await;
+    s.delete("/data/movies/alien").await.expect(200);
+    b.wait_text("alien deleted").await;
+    let items = b
+        .exec(
+            "return [...document.querySelectorAll('#changes li')].map((li) => li.textContent)",
+            json!([]),
+        )
+        .await;
+    let items = items.as_array().unwrap();
+    assert_eq!(items.len(), 2, "{items:?}");
+    // Each line starts with the change's sequence: the deletion's is the feed's last.
+    let r = s.get("/data/movies/_changes").await.expect(200);
+    let last = r.body["last_seq"].as_str().unwrap();
+    assert_eq!(
+        items[1].as_str().unwrap(),
+        format!("{last} alien deleted"),
+        "{items:?}"
+    );
+    assert_ne!(items[0].as_str().unwrap().split(' ').next(), Some(last));
+    // The stream stayed the same EventSource: it did not reconnect to get them.
+    let state = b
+        .exec("return [feed.readyState, feed.url]", json!([]))
+        .await;
+    assert_eq!(state[0], 1);
+    assert!(
+        state[1].as_str().unwrap().contains("feed=eventsource"),
+        "{state}"
+    );
+    b.quit().await;
+}

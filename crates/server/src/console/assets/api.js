@@ -58,6 +58,21 @@ export async function admin(method, path, body) {
   }
 }
 
+/**
+ * A `fetchPage` for the pager over an admin list that pages on the server
+ * (`?limit=&after=`, answering `{<field>: […], next}`): `path` may carry a query.
+ */
+export function adminPages(path, field, size = 20) {
+  return async (cursor) => {
+    const [p, q = ''] = path.split('?');
+    const params = new URLSearchParams(q);
+    params.set('limit', String(size));
+    if (cursor) params.set('after', cursor);
+    const r = await admin('GET', `${p}?${params}`);
+    return { rows: r[field], next: r.next };
+  };
+}
+
 const minted = new Map();
 
 /** A short-lived token of `app`, minted through `POST /_admin/apps/<app>/token`. */
@@ -79,14 +94,16 @@ export async function svc(app, method, path, body, opts = {}) {
   return call(method, `/${enc(app)}${path}`, { body, token, ...opts });
 }
 
-/** Upload `file` to `/<app>/storage/<inst>/<path>`, reporting progress (0..1). */
-export async function upload(app, inst, path, file, progress) {
-  const token = await appToken(app);
+/**
+ * POST `file` to `url` with `token`, reporting the upload's progress (0..1); answers the
+ * JSON answer. XMLHttpRequest rather than fetch: only it reports an upload's progress.
+ */
+function send(url, token, file, progress, type) {
   return new Promise((resolve, reject) => {
     const x = new XMLHttpRequest();
-    x.open('POST', `/${enc(app)}/storage/${enc(inst)}/${path.split('/').map(enc).join('/')}`);
+    x.open('POST', url);
     x.setRequestHeader('authorization', `Bearer ${token}`);
-    x.setRequestHeader('content-type', file.type || 'application/octet-stream');
+    x.setRequestHeader('content-type', type || file.type || 'application/octet-stream');
     x.upload.onprogress = (e) => { if (e.lengthComputable) progress(e.loaded / e.total); };
     x.onload = () => {
       let j = null;
@@ -97,6 +114,48 @@ export async function upload(app, inst, path, file, progress) {
     x.onerror = () => reject(new ApiError(0, 'the upload failed: the server could not be reached'));
     x.send(file);
   });
+}
+
+/** Upload `file` to `/<app>/storage/<inst>/<path>`, reporting progress (0..1). */
+export async function upload(app, inst, path, file, progress) {
+  const token = await appToken(app);
+  return send(`/${enc(app)}/storage/${enc(inst)}/${path.split('/').map(enc).join('/')}`, token, file, progress);
+}
+
+/** An admin call whose body is `file` (an archive to import), reporting progress (0..1). */
+export async function adminUpload(path, file, progress, type) {
+  try {
+    return await send(path, session.token, file, progress, type);
+  } catch (e) {
+    if (e.status === 401) { session.clear(); listeners.forEach((f) => f()); }
+    throw e;
+  }
+}
+
+/**
+ * An admin GET answered with bytes (an export): the body read as it arrives, `progress`
+ * told how many bytes came so far; answers a Blob.
+ */
+export async function adminDownload(path, progress, type) {
+  let res;
+  try {
+    res = await call('GET', path, { token: session.token, raw: true });
+  } catch (e) {
+    if (e.status === 401) { session.clear(); listeners.forEach((f) => f()); }
+    throw e;
+  }
+  const reader = res.body.getReader();
+  const chunks = [];
+  let n = 0;
+  for (;;) {
+    let part;
+    try { part = await reader.read(); } catch (e) { throw new ApiError(0, `the download broke off after ${n} bytes (${e.message})`); }
+    if (part.done) break;
+    chunks.push(part.value);
+    n += part.value.length;
+    progress(n);
+  }
+  return new Blob(chunks, { type });
 }
 
 /** Public calls (`/_metrics`, `/_ready`, `/`): no token. */

@@ -2,8 +2,8 @@
 // and issue, list and revoke the tokens an account signs in with. An account signed in
 // with its own token sees only itself, read-only.
 
-import { admin, enc, who } from '../api.js';
-import { h, table, pager, slices, form, field, toast, val, confirmDialog, errorBox, copy, fmtTime, clear } from '../ui.js';
+import { admin, adminPages, enc, who } from '../api.js';
+import { h, table, pager, form, field, toast, val, confirmDialog, errorBox, copy, fmtTime, clear } from '../ui.js';
 
 export const title = 'Accounts';
 const PLANS = ['starter', 'pro', 'business'];
@@ -12,7 +12,7 @@ const PLANS = ['starter', 'pro', 'business'];
 function tokens(account) {
   const box = h('div', { class: 'card', 'data-tokens': account });
   const fresh = h('div', { 'aria-live': 'polite' });
-  const list = pager(slices(async () => (await admin('GET', `/_admin/accounts/${enc(account)}/tokens`)).tokens, 10), (rows) => table([
+  const list = pager(adminPages(`/_admin/accounts/${enc(account)}/tokens`, 'tokens', 10), (rows) => table([
     { label: 'Token', cell: (t) => h('code', {}, t.id) },
     { label: 'Created', cell: (t) => fmtTime(t.created) },
     { label: 'Revoked', cell: (t) => (t.revoked ? h('span', { class: 'bad' }, fmtTime(t.revoked)) : h('span', { class: 'good' }, 'active')) },
@@ -55,7 +55,7 @@ export async function render(body) {
       list.reload();
     }));
   }
-  list = pager(slices(async () => (await admin('GET', '/_admin/accounts')).accounts), (rows) => table([
+  list = pager(adminPages('/_admin/accounts', 'accounts'), (rows) => table([
     { label: 'Name', cell: (a) => a.name },
     { label: 'Applications', cell: (a) => h('span', { class: 'usage' }, `${a.apps} of ${a.maxApps ?? '∞'} applications`) },
     { label: 'Plan', cell: (a) => {

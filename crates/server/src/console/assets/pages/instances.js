@@ -1,8 +1,8 @@
 // Instances of an application: create one of any type (search and queue settings as form
 // fields), delete after asking.
 
-import { admin, svc, enc } from '../api.js';
-import { h, table, pager, slices, form, field, toast, val, confirmDialog, errorBox, empty, jsonBlock } from '../ui.js';
+import { admin, adminPages, svc, enc } from '../api.js';
+import { h, table, pager, form, field, toast, val, confirmDialog, errorBox, empty, jsonBlock } from '../ui.js';
 
 export const title = 'Instances';
 const TYPES = ['data', 'cache', 'search', 'queue', 'storage'];
@@ -54,7 +54,7 @@ export async function render(body, ctx) {
     typeSel.value = type;
     rows.reload();
   }));
-  rows = pager(slices(async () => (await admin('GET', `/_admin/apps/${enc(app)}/instances`)).instances), (items) => table([
+  rows = pager(adminPages(`/_admin/apps/${enc(app)}/instances`, 'instances'), (items) => table([
     { label: 'Type', cell: (i) => i.type },
     { label: 'Name', cell: (i) => h('a', { href: `#/${i.type}?app=${enc(app)}&instance=${enc(i.name)}` }, i.name) },
     { label: 'Settings', cell: (i) => (i.config && Object.keys(i.config).length ? jsonBlock(i.config) : '—') },

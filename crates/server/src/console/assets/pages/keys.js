@@ -2,8 +2,8 @@
 // with Copy), list redacted, copy the full connection string (fetched through the reveal
 // call at the moment of copying, never kept in the page), revoke after asking.
 
-import { admin, enc, forgetApp } from '../api.js';
-import { h, table, pager, slices, toast, confirmDialog, errorBox, copy, empty, fmtTime } from '../ui.js';
+import { admin, adminPages, enc, forgetApp } from '../api.js';
+import { h, table, pager, toast, confirmDialog, errorBox, copy, empty, fmtTime } from '../ui.js';
 
 export const title = 'Keys';
 
@@ -34,7 +34,7 @@ export async function render(body, ctx) {
     } catch (e) { fresh.append(errorBox(e)); }
   } }, 'Create key');
   body.append(h('div', { class: 'picker' }, h('label', {}, 'Application ', sel), create), fresh);
-  list = pager(slices(async () => (await admin('GET', `/_admin/apps/${enc(app)}/keys`)).keys), (rows) => table([
+  list = pager(adminPages(`/_admin/apps/${enc(app)}/keys`, 'keys'), (rows) => table([
     { label: 'Key', cell: (k) => h('code', {}, k.key) },
     { label: 'Secret', cell: (k) => h('code', { class: 'redacted' }, k.secret) },
     { label: 'Created', cell: (k) => fmtTime(k.created) },
