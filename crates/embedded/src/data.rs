@@ -37,7 +37,7 @@ use quintet_core::{
     id::IdGenerator,
     mango::{Collector, plan},
     ports::{
-        Keep, Lifecycle,
+        Keep, Lifecycle, PoolUsage,
         changes::{Change, ChangesPage, FeedListener, MAX_CHANGES_PAGE, check_since},
         data::{
             BulkOp, BulkOutcome, DocId, DocStore, DocStream, Document, FindOutcome, FindQuery,
@@ -880,6 +880,11 @@ impl Lifecycle for SqliteDocStore {
         let swept = self.tables.sweep(keep).await;
         self.hot.retain_instances(|i| keep.keeps(i));
         swept
+    }
+
+    fn pool(&self) -> Option<PoolUsage> {
+        // Files of the node's own: no engine connections.
+        None
     }
 
     async fn close(&self) -> Result<()> {

@@ -22,11 +22,11 @@ use quintet_core::{
     Error, Instance, InstanceId, ManualClock, Result,
     id::{IdGenerator, random_bytes},
     ports::{
-        Keep, Lifecycle,
+        Keep, Lifecycle, PoolUsage,
         queue::{
             Claim, ClaimedJob, IdempotencyKey, JobBody, JobQueue, JobRecord, JobStatus, LeaseToken,
-            ListJobs, Outcome, Settlement, idempotency_key_taken, job_missing, job_not_failed,
-            queue_missing, stored_job,
+            ListJobs, Outcome, QueueDepth, Settlement, idempotency_key_taken, job_missing,
+            job_not_failed, queue_missing, stored_job,
         },
     },
 };
@@ -163,6 +163,11 @@ impl Lifecycle for SqliteJobQueue {
         let removed = self.tables.sweep(keep).await?;
         lock(&self.leases).retain(|id, _| keep.keeps(*id));
         Ok(removed)
+    }
+
+    fn pool(&self) -> Option<PoolUsage> {
+        // A file of the node's own: no engine connections.
+        None
     }
 
     async fn close(&self) -> Result<()> {
@@ -361,6 +366,34 @@ impl JobQueue for SqliteJobQueue {
         let released = all.values().map(|l| lock(l).held.len()).sum();
         all.clear();
         Ok(released)
+    }
+
+    async fn depth(&self, instance: &Instance) -> Result<QueueDepth> {
+        let table = self.table(instance);
+        let name = instance.name.to_string();
+        self.db()
+            .read(move |c| {
+                let mut stmt = c
+                    .prepare_cached(&format!(
+                        "SELECT status, count(*) FROM \"{table}\" GROUP BY status"
+                    ))
+                    .map_err(map_err(&name))?;
+                let rows = stmt
+                    .query_map([], |r| Ok((r.get::<_, String>(0)?, r.get::<_, i64>(1)?)))
+                    .map_err(map_err(&name))?
+                    .collect::<rusqlite::Result<Vec<_>>>()
+                    .map_err(sql_error)?;
+                let mut depth = QueueDepth::default();
+                for (status, n) in rows {
+                    let n = u64::try_from(n).unwrap_or(0);
+                    match JobStatus::from_stored("(count)", &status)? {
+                        JobStatus::Ready => depth.ready = n,
+                        JobStatus::Error => depth.error = n,
+                    }
+                }
+                Ok(depth)
+            })
+            .await
     }
 }
 

@@ -16,6 +16,7 @@ use deadpool_postgres::{
 use quintet_core::{
     Error, Result,
     breaker::{self, Breaker},
+    ports::PoolUsage,
 };
 use tokio_postgres::{Client, Connection, NoTls, Socket, error::SqlState, tls::NoTlsStream};
 
@@ -115,6 +116,20 @@ impl PgDatabase {
                 }
                 Err(pool_error(e))
             }
+        }
+    }
+
+    /// How the pool's connections are used now (the adapters sharing this database report
+    /// the same pool).
+    pub fn pool_usage(&self) -> PoolUsage {
+        let status = self.pool.status();
+        let n = |v: usize| u64::try_from(v).unwrap_or(u64::MAX);
+        PoolUsage {
+            engine: "postgres",
+            max: n(status.max_size),
+            open: n(status.size),
+            in_use: Some(n(status.size.saturating_sub(status.available))),
+            waiting: Some(n(status.waiting)),
         }
     }
 

@@ -16,8 +16,8 @@ use quintet_core::{
     breaker::{self, Breaker},
     cache::{CacheKey, CacheValue, Glob, Ttl, existing_key, missing_key},
     ports::{
-        Keep, Lifecycle,
-        cache::{Cache, CacheEntry, SetMode},
+        Keep, Lifecycle, PoolUsage,
+        cache::{Cache, CacheEntry, CacheUsage, SetMode},
     },
 };
 use redis::{AsyncCommands as _, RedisError, Script, aio::ConnectionManager};
@@ -172,6 +172,18 @@ impl RedisCache {
         Ok(self.conn.clone())
     }
 
+    /// The one multiplexed connection every call shares: open unless the breaker says
+    /// Redis cannot be reached.
+    fn pool_usage(&self) -> PoolUsage {
+        PoolUsage {
+            engine: "redis",
+            max: 1,
+            open: u64::from(!self.breaker.is_open()),
+            in_use: None,
+            waiting: None,
+        }
+    }
+
     /// The breaker of this node's calls to Redis.
     pub fn breaker(&self) -> &Breaker {
         &self.breaker
@@ -300,24 +312,34 @@ impl AsyncPage for Collect<'_> {
     }
 }
 
-/// Add up the bytes of the entries found: each key's cache-key part plus its stored value
-/// without the expiry header (keys of an instance end with `:<cache key>`, and cache keys
-/// hold no `:`).
-struct Sizes<'a>(&'a mut u64);
+/// Count the live entries found and add up their bytes: each key's cache-key part plus its
+/// stored value without the expiry header (keys of an instance end with `:<cache key>`,
+/// and cache keys hold no `:`). Liveness is read from the header by the adapter's clock,
+/// as reads see it.
+struct Usage<'a> {
+    usage: &'a mut CacheUsage,
+    now: i64,
+}
 
-impl AsyncPage for Sizes<'_> {
+impl AsyncPage for Usage<'_> {
     async fn take(&mut self, conn: &mut ConnectionManager, keys: Vec<String>) -> Result<()> {
         let mut pipe = redis::pipe();
         for k in &keys {
             pipe.cmd("STRLEN").arg(k);
+            pipe.cmd("GETRANGE").arg(k).arg(0).arg(keys::HEADER_LEN - 1);
         }
-        let lengths: Vec<u64> = pipe.query_async(conn).await.map_err(redis_error)?;
-        for (k, len) in keys.iter().zip(lengths) {
-            if len == 0 {
-                continue; // gone since the SCAN
+        let answers: Vec<(u64, Vec<u8>)> = pipe.query_async(conn).await.map_err(redis_error)?;
+        for (k, (len, header)) in keys.iter().zip(answers) {
+            // Gone since the SCAN, or not an entry quintet wrote.
+            let Some(expires_at) = keys::decode_expiry(&header) else {
+                continue;
+            };
+            if len == 0 || !keys::is_live(expires_at, self.now) {
+                continue;
             }
             let key_len = k.rsplit(':').next().map_or(0, str::len) as u64;
-            *self.0 += key_len + len.saturating_sub(keys::HEADER_LEN as u64);
+            self.usage.entries += 1;
+            self.usage.bytes += key_len + len.saturating_sub(keys::HEADER_LEN as u64);
         }
         Ok(())
     }
@@ -336,11 +358,14 @@ fn write_args(value: &CacheValue, ttl: Option<Ttl>, now: i64) -> (Vec<u8>, i64) 
 
 #[async_trait]
 impl Cache for RedisCache {
-    async fn stored_bytes(&self, instance: &Instance) -> Result<u64> {
-        let mut total = 0;
-        self.scan(&self.layout.all_of(instance.id), Sizes(&mut total))
-            .await?;
-        Ok(total)
+    async fn usage(&self, instance: &Instance) -> Result<CacheUsage> {
+        let mut usage = CacheUsage::default();
+        let page = Usage {
+            usage: &mut usage,
+            now: self.clock.now_ms(),
+        };
+        self.scan(&self.layout.all_of(instance.id), page).await?;
+        Ok(usage)
     }
 
     async fn add(
@@ -560,6 +585,10 @@ impl Lifecycle for RedisCache {
 
     async fn ready(&self) -> Result<()> {
         self.ping().await
+    }
+
+    fn pool(&self) -> Option<PoolUsage> {
+        Some(self.pool_usage())
     }
 
     async fn close(&self) -> Result<()> {

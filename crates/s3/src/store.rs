@@ -46,7 +46,7 @@ use quintet_core::{
     breaker::{self, Breaker},
     object::{DEFAULT_CONTENT_TYPE, ObjectPath, PresignMethod, RangeSpec},
     ports::{
-        Keep, Lifecycle,
+        Keep, Lifecycle, PoolUsage,
         storage::{
             BlobStore, ByteStream, ListQuery, Object, ObjectMeta, Presign, object_missing,
             upload_interrupted,
@@ -526,6 +526,11 @@ impl Lifecycle for S3BlobStore {
 
     async fn ready(&self) -> Result<()> {
         self.ping().await
+    }
+
+    fn pool(&self) -> Option<PoolUsage> {
+        // The SDK keeps its HTTP connections to itself and tells nothing of them.
+        None
     }
 
     async fn close(&self) -> Result<()> {

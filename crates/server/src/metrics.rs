@@ -6,10 +6,14 @@
 //! the label set stays as small as the route table) and method; the service is the first
 //! segment of the route. Long-lived families are shared with each scrape's registry by
 //! cloning (they are reference-counted), so a scrape never copies a counter.
+//!
+//! Labels naming an instance (a queue, a search index) are bounded: the first
+//! [`MAX_LABELLED`] get a label of their own, the rest are counted together under
+//! [`OTHER`], so a node with thousands of instances still answers a scrape of bounded size.
 
 use std::{
-    collections::HashMap,
-    sync::{PoisonError, RwLock},
+    collections::{HashMap, HashSet},
+    sync::{Mutex, PoisonError, RwLock, atomic::AtomicU64},
     time::Duration,
 };
 
@@ -20,7 +24,7 @@ use axum::{
 };
 use prometheus_client::{
     encoding::EncodeLabelSet,
-    metrics::{counter::Counter, family::Family, histogram::Histogram},
+    metrics::{counter::Counter, family::Family, gauge::Gauge, histogram::Histogram},
     registry::Registry,
 };
 
@@ -28,6 +32,12 @@ use prometheus_client::{
 const BUCKETS: [f64; 12] = [
     0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 5.0,
 ];
+
+/// Most instances of one kind that get a label value of their own in a family.
+pub const MAX_LABELLED: usize = 100;
+
+/// The label value that counts the instances beyond [`MAX_LABELLED`] together.
+pub const OTHER: &str = "_other";
 
 /// The route that answered a request, put in the response's extensions by [`mark_route`]
 /// for [`crate::middleware::observe`], which runs outside the router.
@@ -96,6 +106,8 @@ pub struct Metrics {
     requests: Family<RequestLabels, Counter>,
     latency: HistogramFamily<LatencyLabels>,
     deliveries: Family<DeliveryLabels, Counter>,
+    /// The queues with a label of their own in `deliveries` (at most [`MAX_LABELLED`]).
+    delivery_queues: Mutex<HashSet<String>>,
     cache_lookups: Family<LookupLabels, Counter>,
 }
 
@@ -105,6 +117,7 @@ impl Default for Metrics {
             requests: Family::default(),
             latency: Family::new_with_constructor(latency_histogram as fn() -> Histogram),
             deliveries: Family::default(),
+            delivery_queues: Mutex::default(),
             cache_lookups: Family::default(),
         }
     }
@@ -140,11 +153,27 @@ impl Metrics {
             .observe(elapsed.as_secs_f64());
     }
 
-    /// Record how one delivery of a job of `queue` (`app/name`) ended.
+    /// Record how one delivery of a job of `queue` (`app/name`) ended. The first
+    /// [`MAX_LABELLED`] queues to deliver are counted under their own name, later ones
+    /// under [`OTHER`].
     pub fn delivery(&self, queue: &str, outcome: DeliveryOutcome) {
+        let queue = {
+            let mut seen = self
+                .delivery_queues
+                .lock()
+                .unwrap_or_else(PoisonError::into_inner);
+            if seen.contains(queue) {
+                queue.to_owned()
+            } else if seen.len() < MAX_LABELLED {
+                seen.insert(queue.to_owned());
+                queue.to_owned()
+            } else {
+                OTHER.to_owned()
+            }
+        };
         self.deliveries
             .get_or_create(&DeliveryLabels {
-                queue: queue.to_owned(),
+                queue,
                 outcome: outcome.as_str(),
             })
             .inc();
@@ -156,6 +185,20 @@ impl Metrics {
         self.cache_lookups
             .get_or_create(&LookupLabels { result })
             .inc();
+    }
+
+    /// The share of cache reads that found their key since the server started; `None`
+    /// before the first read.
+    pub fn cache_hit_ratio(&self) -> Option<f64> {
+        let count = |result| {
+            self.cache_lookups
+                .get_or_create(&LookupLabels { result })
+                .get()
+        };
+        let (hits, misses) = (count("hit"), count("miss"));
+        let total = hits + misses;
+        // Counts stay far below 2^52, where the conversion is exact.
+        (total > 0).then(|| hits as f64 / total as f64)
     }
 
     /// Register the long-lived families into `registry` (prefixed `quintet_`), for one
@@ -181,6 +224,15 @@ impl Metrics {
             "Cache reads by result (hit or miss)",
             self.cache_lookups.clone(),
         );
+        if let Some(ratio) = self.cache_hit_ratio() {
+            let g = Gauge::<f64, AtomicU64>::default();
+            g.set(ratio);
+            registry.register(
+                "cache_hit_ratio",
+                "Share of cache reads that found their key since the server started",
+                g,
+            );
+        }
     }
 }
 
@@ -322,6 +374,46 @@ mod tests {
         ] {
             assert!(text.lines().any(|l| l == line), "missing {line} in\n{text}");
         }
+    }
+
+    #[test]
+    fn hit_ratio_appears_with_the_first_read() {
+        let m = Metrics::default();
+        assert!(!render(&m).contains("quintet_cache_hit_ratio"));
+        m.cache_lookup(true);
+        m.cache_lookup(true);
+        m.cache_lookup(true);
+        m.cache_lookup(false);
+        let text = render(&m);
+        assert!(
+            text.lines().any(|l| l == "quintet_cache_hit_ratio 0.75"),
+            "{text}"
+        );
+    }
+
+    #[test]
+    fn queues_beyond_the_bound_share_one_label() {
+        let m = Metrics::default();
+        for n in 0..MAX_LABELLED + 5 {
+            m.delivery(&format!("a/q{n}"), DeliveryOutcome::Delivered);
+        }
+        m.delivery("a/q0", DeliveryOutcome::Delivered);
+        let text = render(&m);
+        for line in [
+            r#"quintet_queue_deliveries_total{queue="a/q0",outcome="delivered"} 2"#,
+            r#"quintet_queue_deliveries_total{queue="_other",outcome="delivered"} 5"#,
+        ] {
+            assert!(
+                text.lines().any(|l| l == line),
+                "missing {line} in
+{text}"
+            );
+        }
+        let labelled = text
+            .lines()
+            .filter(|l| l.starts_with("quintet_queue_deliveries_total{"))
+            .count();
+        assert_eq!(labelled, MAX_LABELLED + 1);
     }
 
     #[test]

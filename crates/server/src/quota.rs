@@ -134,7 +134,7 @@ impl Usage {
             }
             let bytes = match what {
                 Counted::Storage => self.services.storage.stored_bytes(&instance).await,
-                Counted::Cache => self.services.cache.stored_bytes(&instance).await,
+                Counted::Cache => self.services.cache.usage(&instance).await.map(|u| u.bytes),
             };
             match bytes {
                 Ok(b) => total = total.saturating_add(b),

@@ -2,9 +2,13 @@
 //! what is measured when asked (connections, instances, bytes kept, the process), encoded
 //! as OpenMetrics text.
 //!
-//! Measuring bytes walks every instance of the node's engines, so those figures are kept
-//! for [`MEASURE_TTL`] and shared by the scrapes within it: a scraper polling every second
-//! costs the stores one walk per [`MEASURE_TTL`].
+//! Measuring sizes walks every instance of the node's engines (bytes and entries of each
+//! cache, bytes of each storage, jobs of each queue, documents of each index), so those
+//! figures are kept for [`MEASURE_TTL`] and shared by the scrapes within it: a scraper
+//! polling every second costs the stores one walk per [`MEASURE_TTL`]. Per-instance
+//! families label the first [`MAX_LABELLED`] instances by name (`app/name`, in name order)
+//! and add the rest up under [`OTHER`]. Engine pools are read on every scrape: they are
+//! counters the adapters keep.
 
 use std::{
     borrow::Cow,
@@ -17,9 +21,12 @@ use prometheus_client::{
     metrics::{counter::Counter, family::Family, gauge::Gauge},
     registry::Registry,
 };
-use quintet_core::{Error, ServiceType};
+use quintet_core::{Error, ServiceType, ports::queue::QueueDepth};
 
-use crate::state::AppState;
+use crate::{
+    metrics::{MAX_LABELLED, OTHER},
+    state::AppState,
+};
 
 /// How long measured sizes are reused.
 pub const MEASURE_TTL: Duration = Duration::from_secs(15);
@@ -37,12 +44,34 @@ struct TypeLabels {
     r#type: &'static str,
 }
 
+#[derive(Debug, Clone, Hash, PartialEq, Eq, EncodeLabelSet)]
+struct QueueLabels {
+    queue: String,
+    status: &'static str,
+}
+
+#[derive(Debug, Clone, Hash, PartialEq, Eq, EncodeLabelSet)]
+struct IndexLabels {
+    index: String,
+}
+
+#[derive(Debug, Clone, Hash, PartialEq, Eq, EncodeLabelSet)]
+struct PoolLabels {
+    service: &'static str,
+    engine: &'static str,
+}
+
 /// Sizes measured through the ports at one time.
 #[derive(Debug, Clone, Default)]
 struct Measured {
     instances: Vec<(ServiceType, i64)>,
     cache_bytes: i64,
+    cache_entries: i64,
     storage_bytes: i64,
+    /// Jobs by queue (`app/name`), bounded as the module says.
+    queues: Vec<(String, QueueDepth)>,
+    /// Documents by index (`app/name`), bounded as the module says.
+    documents: Vec<(String, u64)>,
 }
 
 /// The last measurement, shared by the scrapes within [`MEASURE_TTL`].
@@ -59,6 +88,7 @@ pub async fn render(state: &AppState) -> String {
         Ok(m) => sizes(&m, ours),
         Err(e) => tracing::warn!(error = %e, "measuring sizes for /_metrics failed"),
     }
+    pools(state, ours);
     process(&mut root);
     let mut out = String::with_capacity(8192);
     // Writing into a String cannot fail.
@@ -103,34 +133,78 @@ async fn measured(state: &AppState) -> quintet_core::Result<Measured> {
         instances: ServiceType::ALL.iter().map(|t| (*t, 0)).collect(),
         ..Measured::default()
     };
+    let mut queues = Vec::new();
+    let mut documents = Vec::new();
     for instance in services.registry.list_instances(None).await? {
         let kind = instance.kind();
         if let Some(slot) = m.instances.iter_mut().find(|(t, _)| *t == kind) {
             slot.1 += 1;
         }
-        let bytes = match kind {
-            ServiceType::Cache => services.cache.stored_bytes(&instance).await,
-            ServiceType::Storage => services.storage.stored_bytes(&instance).await,
-            _ => continue,
-        };
-        let bytes = match bytes {
-            Ok(b) => i64::try_from(b).unwrap_or(i64::MAX),
-            // Destroyed meanwhile: it keeps nothing.
-            Err(Error::NotFound(_)) => 0,
-            Err(e) => return Err(e),
-        };
-        let total = match kind {
-            ServiceType::Cache => &mut m.cache_bytes,
-            _ => &mut m.storage_bytes,
-        };
-        *total = total.saturating_add(bytes);
+        let label = || format!("{}/{}", instance.app, instance.name);
+        match kind {
+            ServiceType::Cache => {
+                if let Some(usage) = present(services.cache.usage(&instance).await)? {
+                    m.cache_bytes = m.cache_bytes.saturating_add(gauge(usage.bytes));
+                    m.cache_entries = m.cache_entries.saturating_add(gauge(usage.entries));
+                }
+            }
+            ServiceType::Storage => {
+                if let Some(bytes) = present(services.storage.stored_bytes(&instance).await)? {
+                    m.storage_bytes = m.storage_bytes.saturating_add(gauge(bytes));
+                }
+            }
+            ServiceType::Queue => {
+                if let Some(depth) = present(services.queue.depth(&instance).await)? {
+                    queues.push((label(), depth));
+                }
+            }
+            ServiceType::Search => {
+                if let Some(n) = present(services.search.count(&instance).await)? {
+                    documents.push((label(), n));
+                }
+            }
+            ServiceType::Data => {}
+        }
     }
+    m.queues = bounded(queues, |a, b| QueueDepth {
+        ready: a.ready + b.ready,
+        error: a.error + b.error,
+    });
+    m.documents = bounded(documents, |a, b| a + b);
     *state
         .measured
         .0
         .lock()
         .unwrap_or_else(PoisonError::into_inner) = Some((Instant::now(), m.clone()));
     Ok(m)
+}
+
+/// `Ok(None)` for an instance destroyed since it was listed: it keeps nothing.
+fn present<T>(measured: quintet_core::Result<T>) -> quintet_core::Result<Option<T>> {
+    match measured {
+        Ok(v) => Ok(Some(v)),
+        Err(Error::NotFound(_)) => Ok(None),
+        Err(e) => Err(e),
+    }
+}
+
+fn gauge(n: u64) -> i64 {
+    i64::try_from(n).unwrap_or(i64::MAX)
+}
+
+/// The first [`MAX_LABELLED`] of `items` by label, and the rest added up with `add` under
+/// [`OTHER`].
+fn bounded<T: Copy>(mut items: Vec<(String, T)>, add: impl Fn(T, T) -> T) -> Vec<(String, T)> {
+    items.sort_by(|a, b| a.0.cmp(&b.0));
+    if items.len() <= MAX_LABELLED {
+        return items;
+    }
+    let rest = items.split_off(MAX_LABELLED);
+    let mut others = rest.into_iter().map(|(_, v)| v);
+    if let Some(first) = others.next() {
+        items.push((OTHER.to_owned(), others.fold(first, add)));
+    }
+    items
 }
 
 fn sizes(m: &Measured, registry: &mut Registry) {
@@ -156,6 +230,87 @@ fn sizes(m: &Measured, registry: &mut Registry) {
         "storage_stored_bytes",
         "Bytes the storage instances keep (object contents)",
         storage,
+    );
+    let entries = Gauge::<i64>::default();
+    entries.set(m.cache_entries);
+    registry.register(
+        "cache_entries",
+        "Live entries the cache instances keep",
+        entries,
+    );
+    let jobs = Family::<QueueLabels, Gauge>::default();
+    for (queue, depth) in &m.queues {
+        for (status, n) in [("ready", depth.ready), ("error", depth.error)] {
+            jobs.get_or_create(&QueueLabels {
+                queue: queue.clone(),
+                status,
+            })
+            .set(gauge(n));
+        }
+    }
+    registry.register(
+        "queue_jobs",
+        "Jobs each queue holds, by status (ready includes those being delivered)",
+        jobs,
+    );
+    let documents = Family::<IndexLabels, Gauge>::default();
+    for (index, n) in &m.documents {
+        documents
+            .get_or_create(&IndexLabels {
+                index: index.clone(),
+            })
+            .set(gauge(*n));
+    }
+    registry.register(
+        "search_documents",
+        "Documents each search index holds",
+        documents,
+    );
+}
+
+/// The engine connection pools of the node's adapters, one series per service that uses
+/// one (services sharing one PostgreSQL pool each show the same figures).
+fn pools(state: &AppState, registry: &mut Registry) {
+    let max = Family::<PoolLabels, Gauge>::default();
+    let open = Family::<PoolLabels, Gauge>::default();
+    let in_use = Family::<PoolLabels, Gauge>::default();
+    let waiting = Family::<PoolLabels, Gauge>::default();
+    for kind in ServiceType::ALL {
+        let Some(usage) = state.services.lifecycle(kind).pool() else {
+            continue;
+        };
+        let labels = PoolLabels {
+            service: kind.as_str(),
+            engine: usage.engine,
+        };
+        max.get_or_create(&labels).set(gauge(usage.max));
+        open.get_or_create(&labels).set(gauge(usage.open));
+        if let Some(n) = usage.in_use {
+            in_use.get_or_create(&labels).set(gauge(n));
+        }
+        if let Some(n) = usage.waiting {
+            waiting.get_or_create(&labels).set(gauge(n));
+        }
+    }
+    registry.register(
+        "engine_connections_max",
+        "Most connections a service's adapter opens to its engine",
+        max,
+    );
+    registry.register(
+        "engine_connections_open",
+        "Connections a service's adapter holds open to its engine now",
+        open,
+    );
+    registry.register(
+        "engine_connections_in_use",
+        "Pooled connections lent to a call now",
+        in_use,
+    );
+    registry.register(
+        "engine_connections_waiting",
+        "Calls waiting for a pooled connection now",
+        waiting,
     );
 }
 
@@ -202,4 +357,25 @@ fn resident_bytes() -> Option<i64> {
 /// Start the uptime clock (called when the state is built).
 pub fn start_clock() {
     started();
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn labels_beyond_the_bound_are_added_up_under_other() {
+        let few = vec![("b".to_owned(), 1u64), ("a".to_owned(), 2)];
+        assert_eq!(
+            bounded(few, |a, b| a + b),
+            [("a".to_owned(), 2), ("b".to_owned(), 1)]
+        );
+        let many: Vec<(String, u64)> = (0..MAX_LABELLED + 3)
+            .map(|n| (format!("q{n:04}"), 1))
+            .collect();
+        let kept = bounded(many, |a, b| a + b);
+        assert_eq!(kept.len(), MAX_LABELLED + 1);
+        assert_eq!(kept[0], ("q0000".to_owned(), 1));
+        assert_eq!(kept[MAX_LABELLED], (OTHER.to_owned(), 3));
+    }
 }

@@ -14,7 +14,7 @@ use serde_json::value::RawValue;
 use crate::{
     Error, Instance, InstanceConfig, ManualClock,
     cache::{CacheKey, CacheValue, Glob, Ttl, existing_key, missing_key},
-    ports::cache::{Cache, SetMode},
+    ports::cache::{Cache, CacheUsage, SetMode},
 };
 
 use super::instance;
@@ -533,6 +533,40 @@ pub async fn query_matches_sorts_and_hides_expired(cache: &dyn Cache, clock: &Ma
         assert_eq!(keys_of(cache, &inst, pattern).await, *expected, "{pattern}");
     }
     cache.drop_instance(&inst).await.expect("drop");
+}
+
+/// `usage` counts the live entries of the instance and their keys' and values' bytes: an
+/// expired or removed entry no longer counts, nor does another instance's.
+pub async fn usage_counts_live_entries_and_their_bytes(cache: &dyn Cache, clock: &ManualClock) {
+    let inst = fresh(cache).await;
+    let other = fresh(cache).await;
+    let usage = |entries, bytes| CacheUsage { entries, bytes };
+    assert_eq!(cache.usage(&inst).await.expect("usage"), usage(0, 0));
+    let put = [
+        ("k1", r#"{"v":1}"#, None),
+        ("key2", r#"{"a":"bc"}"#, ttl("1h")),
+        ("k3", "{}", ttl("2h")),
+    ];
+    for (k, v, t) in put {
+        cache.add(&inst, &key(k), value(v), t).await.expect("add");
+    }
+    cache
+        .add(&other, &key("k1"), value(r#"{"v":1}"#), None)
+        .await
+        .expect("add");
+    // 2 + 7, 4 + 10, 2 + 2
+    assert_eq!(cache.usage(&inst).await.expect("usage"), usage(3, 27));
+    clock.advance(3_600 * SECOND);
+    assert_eq!(
+        cache.usage(&inst).await.expect("usage"),
+        usage(2, 13),
+        "the expired entry no longer counts"
+    );
+    cache.remove(&inst, &key("k3")).await.expect("remove");
+    assert_eq!(cache.usage(&inst).await.expect("usage"), usage(1, 9));
+    assert_eq!(cache.usage(&other).await.expect("usage"), usage(1, 9));
+    cache.drop_instance(&inst).await.expect("drop");
+    cache.drop_instance(&other).await.expect("drop");
 }
 
 /// The same key in two instances holds two entries.

@@ -56,6 +56,27 @@ pub async fn sweep_removes_only_orphans(port: &dyn Lifecycle, config: InstanceCo
     port.drop_instance(&live).await.expect("drop live");
 }
 
+/// What `pool` tells is consistent (no more open than the most, no more lent than
+/// open), and an adapter that measures a pool has a connection open after a call that
+/// needed one.
+pub async fn pool_usage_is_consistent(port: &dyn Lifecycle, config: InstanceConfig) {
+    let inst = instance(config);
+    port.create_instance(&inst).await.expect("create_instance");
+    if let Some(usage) = port.pool() {
+        assert!(
+            ["postgres", "redis"].contains(&usage.engine),
+            "{usage:?}: unknown engine"
+        );
+        assert!(usage.max >= 1, "{usage:?}");
+        assert!(usage.open >= 1, "{usage:?}: nothing open after a call");
+        assert!(usage.open <= usage.max, "{usage:?}");
+        if let Some(in_use) = usage.in_use {
+            assert!(in_use <= usage.open, "{usage:?}");
+        }
+    }
+    port.drop_instance(&inst).await.expect("drop_instance");
+}
+
 /// An instance like `of` with a higher id.
 fn instance_above(of: &crate::Instance) -> crate::Instance {
     let mut newer = instance(of.config.clone());

@@ -187,6 +187,7 @@ macro_rules! cache_conformance {
             query_matches_sorts_and_hides_expired,
             query_answers_each_expiry,
             expiry_is_the_instant_an_entry_expires,
+            usage_counts_live_entries_and_their_bytes,
         ]);
     };
 }
@@ -215,6 +216,7 @@ macro_rules! search_conformance {
                 text_is_folded_and_any_value_is_searchable,
                 queries_without_words_are_refused,
                 relevance,
+                count_follows_every_write,
             ]
         );
     };
@@ -241,6 +243,7 @@ macro_rules! queue_conformance {
                 settling_a_cancelled_claim_changes_nothing,
                 concurrent_claims_never_share_a_job,
                 a_dropped_queue_holds_nothing,
+                depth_counts_jobs_by_state,
             ]
         );
     };
@@ -280,6 +283,7 @@ macro_rules! lifecycle_conformance {
             create_then_drop,
             drop_is_idempotent,
             sweep_removes_only_orphans,
+            pool_usage_is_consistent,
         ]);
     };
 }

@@ -11,7 +11,7 @@ use crate::{
     Error, Instance, InstanceConfig,
     ports::queue::{
         ClaimedJob, IdempotencyKey, JobBody, JobQueue, JobStatus, ListJobs, Outcome, QueueConfig,
-        Settlement,
+        QueueDepth, Settlement,
     },
 };
 
@@ -441,6 +441,35 @@ pub async fn a_dropped_queue_holds_nothing(port: &dyn JobQueue) {
     port.create_instance(&q).await.expect("create again");
     assert!(ids(port, &q, None).await.is_empty());
     port.drop_instance(&q).await.expect("drop");
+}
+
+/// `depth` counts READY jobs (those being delivered among them) and ERROR jobs, of this
+/// queue only; a dropped queue is NotFound.
+pub async fn depth_counts_jobs_by_state(port: &dyn JobQueue) {
+    let q = fresh(port).await;
+    let other = fresh(port).await;
+    let depth = |ready, error| QueueDepth { ready, error };
+    assert_eq!(port.depth(&q).await.expect("depth"), depth(0, 0));
+    for n in 0..4 {
+        put(port, &q, json!({ "n": n }), T0 + n).await;
+    }
+    put(port, &other, json!({}), T0).await;
+    let jobs = claim(port, &q, T0 + 10, 3).await;
+    assert_eq!(jobs.len(), 3);
+    assert_eq!(
+        port.depth(&q).await.expect("depth"),
+        depth(4, 0),
+        "claimed jobs are READY"
+    );
+    let failed = Outcome::Failed { error: "no".into() };
+    let mut outcomes = settle(&jobs[0], failed);
+    outcomes.extend(settle(&jobs[1], Outcome::Delivered));
+    port.settle(&q, T0 + 11, outcomes).await.expect("settle");
+    assert_eq!(port.depth(&q).await.expect("depth"), depth(2, 1));
+    assert_eq!(port.depth(&other).await.expect("depth"), depth(1, 0));
+    port.drop_instance(&q).await.expect("drop");
+    assert!(matches!(port.depth(&q).await, Err(Error::NotFound(_))));
+    port.drop_instance(&other).await.expect("drop");
 }
 
 /// Await every future, polling them together (no runtime dependency in core).

@@ -231,6 +231,36 @@ pub async fn documents_walk_every_document_by_key(port: &dyn SearchIndex) {
     port.drop_instance(&inst).await.expect("drop");
 }
 
+/// `count` follows every acknowledged write: index, bulk (a replacement counts once),
+/// remove; other indexes are not counted.
+pub async fn count_follows_every_write(port: &dyn SearchIndex) {
+    let inst = fresh(port, &["title"], &[]).await;
+    let other = fresh(port, &["title"], &[]).await;
+    assert_eq!(port.count(&inst).await.expect("count"), 0);
+    for k in ["a", "b", "c"] {
+        port.index(&inst, doc(&inst, k, json!({"title": k})))
+            .await
+            .expect("index");
+    }
+    port.index(&other, doc(&other, "a", json!({"title": "a"})))
+        .await
+        .expect("index");
+    assert_eq!(port.count(&inst).await.expect("count"), 3);
+    let docs = vec![
+        doc(&inst, "a", json!({"title": "new a"})),
+        doc(&inst, "d", json!({"title": "d"})),
+    ];
+    port.bulk(&inst, docs).await.expect("bulk");
+    assert_eq!(port.count(&inst).await.expect("count"), 4);
+    port.remove(&inst, &"b".parse().expect("key"))
+        .await
+        .expect("remove");
+    assert_eq!(port.count(&inst).await.expect("count"), 3);
+    assert_eq!(port.count(&other).await.expect("count"), 1);
+    port.drop_instance(&inst).await.expect("drop");
+    port.drop_instance(&other).await.expect("drop");
+}
+
 /// No typo below 5 letters, one from 5, two from 9.
 pub async fn typo_budget_follows_word_length(port: &dyn SearchIndex) {
     let inst = fresh(port, &["title"], &[]).await;

@@ -89,7 +89,16 @@ pub trait Cache: Lifecycle {
     /// Live entries whose key matches `pattern`, sorted by key (byte order).
     async fn query(&self, instance: &Instance, pattern: &Glob) -> Result<Vec<CacheEntry>>;
 
-    /// The bytes (keys plus values) the instance's live entries take; what a plan's cache
-    /// share counts. May visit every entry: callers cache it.
-    async fn stored_bytes(&self, instance: &Instance) -> Result<u64>;
+    /// The instance's live entries and the bytes (keys plus values) they take; the bytes
+    /// are what a plan's cache share counts. May visit every entry: callers cache it.
+    async fn usage(&self, instance: &Instance) -> Result<CacheUsage>;
+}
+
+/// What a cache instance keeps (see [`Cache::usage`]).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct CacheUsage {
+    /// Live entries.
+    pub entries: u64,
+    /// Bytes of their keys plus values.
+    pub bytes: u64,
 }

@@ -35,6 +35,10 @@ pub mod storage;
 ///   is called at start-up, before requests are served.
 /// - `ready` says whether the adapter can serve now (its engine answers, its files can be
 ///   written); it is called by `/_ready` and must answer within a few seconds.
+/// - `pool` tells how the adapter's connections to a network engine are used, `None` when
+///   it holds none it can measure (files of the node's own, or a client library that
+///   keeps its connections to itself). It is called by every `/_metrics` scrape, so it
+///   reads counters and never waits.
 /// - `close` flushes and releases the engine; it is called once, after the HTTP server
 ///   stopped taking requests. Nothing acknowledged before `close` may be lost.
 #[async_trait]
@@ -56,8 +60,28 @@ pub trait Lifecycle: Send + Sync + fmt::Debug + 'static {
         Ok(())
     }
 
+    /// How the adapter's engine connections are used now; `None` when it holds none it
+    /// can measure.
+    fn pool(&self) -> Option<PoolUsage>;
+
     /// Flush pending work and release the engine.
     async fn close(&self) -> Result<()>;
+}
+
+/// How an adapter's connections to its engine are used (see [`Lifecycle::pool`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct PoolUsage {
+    /// The engine: `postgres` or `redis`.
+    pub engine: &'static str,
+    /// Most connections the adapter opens.
+    pub max: u64,
+    /// Connections open now.
+    pub open: u64,
+    /// Open connections lent to a call now; `None` for a multiplexed connection, which
+    /// every call shares.
+    pub in_use: Option<u64>,
+    /// Calls waiting for a connection now; `None` where calls never wait for one.
+    pub waiting: Option<u64>,
 }
 
 /// The instances a start-up sweep keeps: those the registry listed and, when known, every

@@ -372,6 +372,15 @@ pub struct Settlement {
     pub outcome: Outcome,
 }
 
+/// How many jobs a queue holds, by state (see [`JobQueue::depth`]).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct QueueDepth {
+    /// READY jobs: waiting, waiting to be retried, or being delivered.
+    pub ready: u64,
+    /// ERROR jobs, waiting for a retry or a cancel.
+    pub error: u64,
+}
+
 /// Hears that jobs of a queue may have become claimable through something this node did
 /// not do itself: an enqueue or a retry through another node, a lease of a dead node run
 /// out. The dispatcher implements it to wake the queue's pump.
@@ -454,6 +463,10 @@ pub trait JobQueue: Lifecycle {
 
     /// Release leases no live node holds; returns how many jobs were released.
     async fn recover(&self, now_ms: i64) -> Result<usize>;
+
+    /// How many jobs the queue holds in each state now (READY counts jobs being
+    /// delivered), for the metrics. May count every job: callers cache it.
+    async fn depth(&self, instance: &Instance) -> Result<QueueDepth>;
 
     /// Call `listener` when jobs may have become claimable through other nodes (held
     /// weakly: a dropped listener is no longer called). An adapter only one node uses

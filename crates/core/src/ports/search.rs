@@ -130,6 +130,10 @@ pub trait SearchIndex: Lifecycle {
         after: Option<&SearchKey>,
         limit: usize,
     ) -> Result<Vec<(SearchKey, RawJson)>>;
+
+    /// How many documents the index holds, every write acknowledged so far counted, for
+    /// the metrics.
+    async fn count(&self, instance: &Instance) -> Result<u64>;
 }
 
 /// The configuration of search instance `instance`.

@@ -534,9 +534,13 @@ impl Index {
     /// no more than `budget` keys (at least one). Returns the matches with their values
     /// when held in memory and, when the budget ran out first, the key to resume after.
     /// The bytes of the live entries of instance `inst` at `now`.
-    pub(crate) fn instance_bytes(&self, inst: InstanceId, now: i64) -> u64 {
-        self.shelves.get(&inst).map_or(0, |shelf| {
-            shelf.values().filter(|m| m.live(now)).map(|m| m.size).sum()
+    /// The live entries of `inst` at `now`, and the bytes they count for.
+    pub(crate) fn instance_usage(&self, inst: InstanceId, now: i64) -> (u64, u64) {
+        self.shelves.get(&inst).map_or((0, 0), |shelf| {
+            shelf
+                .values()
+                .filter(|m| m.live(now))
+                .fold((0, 0), |(n, bytes), m| (n + 1, bytes + m.size))
         })
     }
 

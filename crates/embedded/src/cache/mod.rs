@@ -47,8 +47,8 @@ use quintet_core::{
     Clock, Error, Instance, Result,
     cache::{CacheKey, CacheValue, Glob, Ttl},
     ports::{
-        Keep, Lifecycle,
-        cache::{Cache, CacheEntry, SetMode},
+        Keep, Lifecycle, PoolUsage,
+        cache::{Cache, CacheEntry, CacheUsage, SetMode},
     },
 };
 use tokio::{sync::watch, task::JoinHandle};
@@ -433,9 +433,10 @@ impl Cache for EmbeddedCache {
         .await
     }
 
-    async fn stored_bytes(&self, instance: &Instance) -> Result<u64> {
+    async fn usage(&self, instance: &Instance) -> Result<CacheUsage> {
         let now = self.inner.clock.now_ms();
-        Ok(self.inner.lock().instance_bytes(instance.id, now))
+        let (entries, bytes) = self.inner.lock().instance_usage(instance.id, now);
+        Ok(CacheUsage { entries, bytes })
     }
 
     async fn query(&self, instance: &Instance, pattern: &Glob) -> Result<Vec<CacheEntry>> {
@@ -548,6 +549,11 @@ impl Lifecycle for EmbeddedCache {
             Some(_) => self.inner.disk.ready(),
             None => Ok(()),
         }
+    }
+
+    fn pool(&self) -> Option<PoolUsage> {
+        // Memory and a file of the node's own: no engine connections.
+        None
     }
 
     async fn close(&self) -> Result<()> {

@@ -475,6 +475,11 @@ impl IndexHandle {
         Ok(found)
     }
 
+    /// How many documents the index holds (deleted ones not counted).
+    pub fn count(&self) -> u64 {
+        self.reader.searcher().num_docs()
+    }
+
     /// Answer `query`.
     pub fn search(&self, query: &SearchQuery) -> Result<Vec<SearchMatch>> {
         let plan = QueryPlan::new(&query.query);

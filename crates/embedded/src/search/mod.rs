@@ -28,7 +28,7 @@ use async_trait::async_trait;
 use quintet_core::{
     Error, Instance, InstanceId, Result,
     ports::{
-        Keep, Lifecycle,
+        Keep, Lifecycle, PoolUsage,
         data::RawJson,
         search::{
             SearchDoc, SearchIndex, SearchKey, SearchMatch, SearchQuery, config_of, index_missing,
@@ -242,6 +242,11 @@ impl Lifecycle for TantivySearchIndex {
         blocking(move || inner.dirs.sweep(&keep)).await
     }
 
+    fn pool(&self) -> Option<PoolUsage> {
+        // Files of the node's own: no engine connections.
+        None
+    }
+
     async fn close(&self) -> Result<()> {
         let inner = Arc::clone(&self.inner);
         blocking(move || {
@@ -313,6 +318,10 @@ impl SearchIndex for TantivySearchIndex {
             .into_iter()
             .map(|(key, text)| Ok((key.parse()?, stored_raw(text)?)))
             .collect()
+    }
+
+    async fn count(&self, instance: &Instance) -> Result<u64> {
+        self.read(instance, |h| Ok(h.count())).await
     }
 }
 

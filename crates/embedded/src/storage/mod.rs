@@ -34,7 +34,7 @@ use quintet_core::{
     Clock, Error, Instance, InstanceId, Result,
     object::{ObjectPath, PresignMethod, RangeSpec, UrlSigner, presign::Grant},
     ports::{
-        Keep, Lifecycle,
+        Keep, Lifecycle, PoolUsage,
         storage::{
             BlobStore, ByteStream, Bytes, ListQuery, Object, ObjectMeta, Presign, object_missing,
             upload_interrupted,
@@ -450,6 +450,11 @@ impl Lifecycle for FsBlobStore {
         })
         .await?;
         Ok(tables.max(dirs))
+    }
+
+    fn pool(&self) -> Option<PoolUsage> {
+        // Files of the node's own: no engine connections.
+        None
     }
 
     async fn close(&self) -> Result<()> {

@@ -49,7 +49,7 @@ use quintet_core::{
     Clock, Error, Instance, InstanceId, Result,
     id::IdGenerator,
     ports::{
-        Keep, Lifecycle,
+        Keep, Lifecycle, PoolUsage,
         changes::{ChangesPage, FeedListener},
         data::{
             BulkOp, BulkOutcome, DocId, DocStore, DocStream, Document, FindOutcome, FindQuery,
@@ -313,6 +313,10 @@ impl Lifecycle for PgDocStore {
             );
         }
         Ok(orphans.len())
+    }
+
+    fn pool(&self) -> Option<PoolUsage> {
+        Some(self.db.pool_usage())
     }
 
     async fn close(&self) -> Result<()> {

@@ -41,11 +41,11 @@ use quintet_core::{
     hmac::to_hex,
     id::{IdGenerator, random_bytes},
     ports::{
-        Keep, Lifecycle,
+        Keep, Lifecycle, PoolUsage,
         queue::{
             Claim, ClaimedJob, DueListener, IdempotencyKey, JobBody, JobQueue, JobRecord,
-            JobStatus, LeaseToken, ListJobs, Outcome, Settlement, idempotency_key_taken,
-            job_missing, job_not_failed, queue_missing, stored_job,
+            JobStatus, LeaseToken, ListJobs, Outcome, QueueDepth, Settlement,
+            idempotency_key_taken, job_missing, job_not_failed, queue_missing, stored_job,
         },
     },
 };
@@ -213,6 +213,10 @@ impl Lifecycle for PgJobQueue {
             .await
             .map_err(pg_error)?;
         Ok(usize::try_from(removed).unwrap_or(usize::MAX))
+    }
+
+    fn pool(&self) -> Option<PoolUsage> {
+        Some(self.db.pool_usage())
     }
 
     async fn close(&self) -> Result<()> {
@@ -516,6 +520,31 @@ impl JobQueue for PgJobQueue {
             .await
             .map_err(pg_error)?;
         Ok(usize::try_from(released).unwrap_or(usize::MAX))
+    }
+
+    async fn depth(&self, instance: &Instance) -> Result<QueueDepth> {
+        let client = self.db.client().await?;
+        let rows = client
+            .query(
+                "SELECT status, count(*) FROM quintet_jobs WHERE queue = $1 GROUP BY status",
+                &[&instance.id.0],
+            )
+            .await
+            .map_err(pg_error)?;
+        if rows.is_empty() && !self.exists(&client, instance).await? {
+            return Err(queue_missing(&instance.name));
+        }
+        let mut depth = QueueDepth::default();
+        for row in rows {
+            let status: String = row.try_get(0).map_err(pg_error)?;
+            let n: i64 = row.try_get(1).map_err(pg_error)?;
+            let n = u64::try_from(n).unwrap_or(0);
+            match JobStatus::from_stored("(count)", &status)? {
+                JobStatus::Ready => depth.ready = n,
+                JobStatus::Error => depth.error = n,
+            }
+        }
+        Ok(depth)
     }
 
     fn subscribe(&self, listener: Weak<dyn DueListener>) {

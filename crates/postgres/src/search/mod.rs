@@ -31,7 +31,7 @@ use async_trait::async_trait;
 use quintet_core::{
     Error, Instance, Result,
     ports::{
-        Keep, Lifecycle,
+        Keep, Lifecycle, PoolUsage,
         data::RawJson,
         search::{
             SearchDoc, SearchIndex, SearchKey, SearchMatch, SearchQuery, config_of, index_missing,
@@ -240,6 +240,10 @@ impl Lifecycle for PgSearchIndex {
         Ok(orphans.len())
     }
 
+    fn pool(&self) -> Option<PoolUsage> {
+        Some(self.db.pool_usage())
+    }
+
     async fn close(&self) -> Result<()> {
         // The pool is shared with the other PostgreSQL adapters of the node; whoever opened
         // it closes it.
@@ -321,5 +325,23 @@ impl SearchIndex for PgSearchIndex {
                 Ok((key.parse()?, stored_raw(src)?))
             })
             .collect()
+    }
+
+    async fn count(&self, instance: &Instance) -> Result<u64> {
+        let client = self.db.client().await?;
+        // The instance's row and its count in one statement: no row, no instance.
+        let row = client
+            .query_opt(
+                "SELECT (SELECT count(*) FROM quintet_search_docs WHERE instance = $1) \
+                 FROM quintet_search_instances WHERE instance = $1",
+                &[&instance.id.0],
+            )
+            .await
+            .map_err(pg_error)?;
+        let Some(row) = row else {
+            return Err(gone(instance.name.as_str()));
+        };
+        let n: i64 = row.try_get(0).map_err(pg_error)?;
+        Ok(u64::try_from(n).unwrap_or(0))
     }
 }

@@ -18,6 +18,7 @@ mod http;
 mod hyper_connect;
 mod lifecycle;
 mod limits;
+mod metrics;
 mod multipart_fuzz;
 mod openapi;
 mod queue;

@@ -7,6 +7,7 @@
 mod cache;
 mod engine_down;
 mod feed;
+mod metrics;
 mod queue;
 mod registry;
 mod revocation_stall;
