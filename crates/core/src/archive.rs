@@ -5,7 +5,7 @@
 //! byte stream live in the server. The format is documented for people in
 //! `docs/archive.md`; this module is its one definition.
 //!
-//! An archive is the line `QUINTET-ARCHIVE 1\n` followed by records. A record is a header
+//! An archive is the line `QUINTET-ARCHIVE <version>\n` followed by records. A record is a header
 //! line `<kind> <length> <crc32>\n` (the kind's name, the payload's length in decimal, the
 //! CRC-32 in 8 lowercase hex digits of the header text before the checksum followed by the
 //! payload), then `length` payload bytes, then `\n`. The last record, `end`, carries the
@@ -24,8 +24,11 @@ use crate::{Error, Result, ServiceType};
 
 /// The first bytes of every archive, before the version number.
 pub const MAGIC: &[u8] = b"QUINTET-ARCHIVE ";
-/// The format version this build writes, and the newest it reads.
-pub const VERSION: u32 = 1;
+/// The format version this build writes, and the newest it reads. Every older version
+/// reads too: version 1 differs only in holding no ERROR jobs (a reader of version 1 would
+/// import an ERROR job of version 2 as a READY one and deliver it again, so it must refuse
+/// version 2).
+pub const VERSION: u32 = 2;
 /// Object bytes travel in `bytes` records of at most this many bytes.
 pub const CHUNK_BYTES: usize = 1024 * 1024;
 /// Largest payload of any record: a document's largest size plus room for its envelope.
@@ -228,7 +231,7 @@ pub struct SearchRecord {
     pub doc: Box<serde_json::value::RawValue>,
 }
 
-/// A queue job not yet delivered.
+/// A queue job not yet delivered: waiting (`READY`) or failed (`ERROR`, from version 2).
 #[derive(Debug, Clone, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase")]
 pub struct JobRecord {
@@ -236,9 +239,9 @@ pub struct JobRecord {
     pub status: String,
     /// The job's JSON text.
     pub job: Box<serde_json::value::RawValue>,
-    /// Delivery attempts so far.
+    /// Delivery attempts so far (since it was enqueued or last retried).
     pub attempts: u32,
-    /// The last delivery's error.
+    /// The error of the failure that made it ERROR, or of a READY job's last failed attempt.
     pub error: Option<String>,
     /// When it was enqueued, milliseconds since the epoch.
     pub created_ms: i64,
@@ -756,7 +759,7 @@ mod tests {
     #[test]
     fn a_written_archive_reads_back_record_by_record() {
         let bytes = sample();
-        assert!(bytes.starts_with(b"QUINTET-ARCHIVE 1\nheader "));
+        assert!(bytes.starts_with(b"QUINTET-ARCHIVE 2\nheader "));
         let records = decode_all(&bytes).unwrap();
         let kinds: Vec<&str> = records.iter().map(|r| r.kind.as_str()).collect();
         assert_eq!(
@@ -796,12 +799,31 @@ mod tests {
     #[test]
     fn a_newer_version_is_refused_by_name() {
         let mut bytes = sample();
-        bytes[16] = b'2';
+        bytes[16] = b'3';
         let Err(Error::Invalid(msg)) = decode_all(&bytes) else {
             panic!("accepted");
         };
-        assert!(msg.contains("format version 2"), "{msg}");
+        assert!(msg.contains("format version 3"), "{msg}");
         assert!(msg.contains("newer quintet"), "{msg}");
+    }
+
+    #[test]
+    fn an_archive_of_version_1_still_reads() {
+        let mut e = Encoder::new();
+        let header = Header {
+            format: 1,
+            app: None,
+            secrets: false,
+            created_ms: 1,
+            writer: "quintet 0.1".into(),
+        };
+        let mut out = e.start(&header).unwrap().to_vec();
+        out.extend_from_slice(&e.finish().unwrap());
+        assert!(out.starts_with(b"QUINTET-ARCHIVE 1\nheader "));
+        let records = decode_all(&out).unwrap();
+        assert_eq!(records.len(), 2);
+        let header: Header = records[0].parse().unwrap();
+        assert_eq!(header.format, 1);
     }
 
     #[test]

@@ -837,8 +837,10 @@ impl ListPages for Pages {
             if page.descending { "DESC" } else { "ASC" },
             page.size,
         );
+        // A list may walk the whole table (an export does): read it without mapping the
+        // file, so the walk does not leave the table's pages resident in the process.
         self.db
-            .read(move |c| {
+            .scan(move |c| {
                 let mut stmt = c.prepare_cached(&sql).map_err(sql_error)?;
                 let rows = stmt
                     .query_map(params_from_iter(args.iter()), |r| {

@@ -24,8 +24,9 @@ use quintet_core::{
     ports::{
         Keep, Lifecycle, PoolUsage,
         queue::{
-            Claim, ClaimedJob, IdempotencyKey, JobBody, JobQueue, JobRecord, JobStatus, LeaseToken,
-            ListJobs, Outcome, QueueDepth, Settlement, idempotency_key_taken, job_missing,
+            CarriedJob, Claim, ClaimedJob, IdempotencyKey, JobBody, JobQueue, JobRecord, JobStatus,
+            LeaseToken, ListJobs, Outcome, QueueDepth, Settlement, idempotency_key_taken,
+            job_missing,
             job_not_failed, queue_missing, stored_job,
         },
     },
@@ -216,6 +217,39 @@ impl JobQueue for SqliteJobQueue {
                     }
                     Err(e) => Err(map_err(&name)(e)),
                 }
+            })
+            .await?;
+        Ok(id)
+    }
+
+    async fn restore(&self, instance: &Instance, job: &CarriedJob, now_ms: i64) -> Result<String> {
+        self.disk.admit()?;
+        let table = self.table(instance);
+        let id = self.ids.next_id(&ManualClock::new(now_ms))?;
+        let body = job.body.as_str().to_owned();
+        let (status, attempts, error, created_ms) = (
+            job.status.as_str(),
+            job.attempts,
+            job.error.clone(),
+            job.created_ms,
+        );
+        let name = instance.name.to_string();
+        let job_id = id.clone();
+        self.db()
+            .write(move |c| {
+                let sql = format!(
+                    "INSERT INTO \"{table}\" \
+                     (id, status, job, attempts, error, due_ms, created_ms, updated_ms) \
+                     VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?6)"
+                );
+                c.prepare_cached(&sql)
+                    .and_then(|mut stmt| {
+                        stmt.execute(params![
+                            job_id, status, body, attempts, error, now_ms, created_ms
+                        ])
+                    })
+                    .map_err(map_err(&name))?;
+                Ok(())
             })
             .await?;
         Ok(id)

@@ -17,6 +17,13 @@
 //! [`SqliteDb::read_now`] runs it on the calling thread and is meant for point lookups that
 //! finish in microseconds. No connection ever crosses an `.await`. WAL mode lets readers
 //! run concurrently with the writer and see every committed write.
+//!
+//! Pooled readers map the file into memory (`mmap_size`), which makes lookups cheap, but
+//! every page a mapped reader touches stays resident in the process (and counts in its
+//! RSS) until the kernel needs the memory. [`SqliteDb::scan`] is for walks over a whole
+//! table (a list, an export): it reads through connections that map nothing and keep a
+//! small page cache, so a walk over a database larger than memory leaves the server's
+//! footprint where it was; the kernel's page cache, not the process, holds what it read.
 
 use std::{
     panic::{AssertUnwindSafe, catch_unwind},
@@ -43,6 +50,16 @@ pub const MAX_BATCH: usize = 1024;
 
 /// Page cache of the writer connection, KiB (an upper bound; pages are allocated as used).
 const WRITER_CACHE_KIB: i64 = 64 * 1024;
+
+/// Bytes of the file a pooled reader maps into memory.
+const READER_MMAP_BYTES: i64 = 256 * 1024 * 1024;
+
+/// Page cache of a scanning connection, KiB: a walk reads each page once, so a small cache
+/// loses nothing and bounds the memory a walk holds.
+const SCANNER_CACHE_KIB: i64 = 2 * 1024;
+
+/// Idle scanning connections kept open: walks are few at once.
+const MAX_IDLE_SCANNERS: usize = 2;
 
 /// How hard a commit tries to reach the disk.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -140,6 +157,8 @@ struct Inner {
     writer: mpsc::Sender<Msg>,
     readers: Mutex<Vec<Connection>>,
     max_idle_readers: usize,
+    /// Readers without memory mapping, for [`SqliteDb::scan`].
+    scanners: Mutex<Vec<Connection>>,
 }
 
 impl SqliteDb {
@@ -173,6 +192,7 @@ impl SqliteDb {
                 writer: tx,
                 readers: Mutex::new(Vec::new()),
                 max_idle_readers: options.max_idle_readers,
+                scanners: Mutex::new(Vec::new()),
             }),
         })
     }
@@ -229,6 +249,20 @@ impl SqliteDb {
     {
         let inner = Arc::clone(&self.inner);
         tokio::task::spawn_blocking(move || inner.with_reader(f))
+            .await
+            .map_err(|e| Error::internal(format!("a read task failed: {e}")))?
+    }
+
+    /// Like [`SqliteDb::read`], on a connection that does not map the file into memory and
+    /// keeps a small page cache: for walks over a whole table (lists, exports), whose pages
+    /// would otherwise stay resident in the process (see the module's documentation).
+    pub async fn scan<T, F>(&self, f: F) -> Result<T>
+    where
+        T: Send + 'static,
+        F: FnOnce(&Connection) -> Result<T> + Send + 'static,
+    {
+        let inner = Arc::clone(&self.inner);
+        tokio::task::spawn_blocking(move || inner.with_scanner(f))
             .await
             .map_err(|e| Error::internal(format!("a read task failed: {e}")))?
     }
@@ -298,6 +332,9 @@ impl SqliteDb {
         if let Ok(mut readers) = self.inner.readers.lock() {
             readers.clear();
         }
+        if let Ok(mut scanners) = self.inner.scanners.lock() {
+            scanners.clear();
+        }
         Ok(())
     }
 }
@@ -316,6 +353,21 @@ impl Inner {
         let result = f(&mut conn);
         if let Ok(mut pool) = self.readers.lock()
             && pool.len() < self.max_idle_readers
+        {
+            pool.push(conn);
+        }
+        result
+    }
+
+    fn with_scanner<T>(&self, f: impl FnOnce(&Connection) -> Result<T>) -> Result<T> {
+        let pooled = self.scanners.lock().ok().and_then(|mut pool| pool.pop());
+        let conn = match pooled {
+            Some(c) => c,
+            None => open_scanner(&self.path)?,
+        };
+        let result = f(&conn);
+        if let Ok(mut pool) = self.scanners.lock()
+            && pool.len() < MAX_IDLE_SCANNERS
         {
             pool.push(conn);
         }
@@ -376,6 +428,16 @@ fn configure_writer(conn: &Connection) -> rusqlite::Result<()> {
 }
 
 fn open_reader(path: &Path) -> Result<Connection> {
+    open_read_only(path, READER_MMAP_BYTES, None)
+}
+
+fn open_scanner(path: &Path) -> Result<Connection> {
+    open_read_only(path, 0, Some(SCANNER_CACHE_KIB))
+}
+
+/// A reader connection mapping `mmap_bytes` of the file, with a page cache of `cache_kib`
+/// (SQLite's default when `None`).
+fn open_read_only(path: &Path, mmap_bytes: i64, cache_kib: Option<i64>) -> Result<Connection> {
     let flags = OpenFlags::SQLITE_OPEN_READ_WRITE
         | OpenFlags::SQLITE_OPEN_NO_MUTEX
         | OpenFlags::SQLITE_OPEN_URI;
@@ -383,7 +445,10 @@ fn open_reader(path: &Path) -> Result<Connection> {
     let setup = || -> rusqlite::Result<()> {
         conn.busy_timeout(Duration::from_secs(30))?;
         conn.pragma_update(None, "query_only", "ON")?;
-        conn.pragma_update(None, "mmap_size", 256 * 1024 * 1024)?;
+        conn.pragma_update(None, "mmap_size", mmap_bytes)?;
+        if let Some(kib) = cache_kib {
+            conn.pragma_update(None, "cache_size", -kib)?;
+        }
         conn.set_prepared_statement_cache_capacity(128);
         Ok(())
     };
@@ -567,6 +632,37 @@ mod tests {
     /// A read that never ends on its own.
     const ENDLESS: &str = "WITH RECURSIVE r(i) AS (SELECT 1 UNION ALL SELECT i + 1 FROM r) \
                            SELECT count(*) FROM r";
+
+    #[tokio::test]
+    async fn scans_map_nothing_and_keep_a_small_cache_while_reads_map_the_file() {
+        let dir = tempfile::tempdir().unwrap();
+        let db = open(dir.path());
+        db.write(|c| {
+            c.execute("INSERT INTO t VALUES ('a', 1)", [])
+                .map_err(sql_error)?;
+            Ok(())
+        })
+        .await
+        .unwrap();
+        let settings = |c: &Connection| -> Result<(i64, i64, i64)> {
+            let get = |p: &str| c.pragma_query_value(None, p, |r| r.get::<_, i64>(0));
+            let v = c
+                .query_row("SELECT v FROM t WHERE k = 'a'", [], |r| r.get(0))
+                .map_err(sql_error)?;
+            Ok((
+                get("mmap_size").map_err(sql_error)?,
+                get("cache_size").map_err(sql_error)?,
+                v,
+            ))
+        };
+        assert_eq!(
+            db.scan(settings).await.unwrap(),
+            (0, -SCANNER_CACHE_KIB, 1),
+            "a scan sees committed rows without mapping the file"
+        );
+        let (mmap, _, v) = db.read(settings).await.unwrap();
+        assert_eq!((mmap, v), (READER_MMAP_BYTES, 1));
+    }
 
     #[tokio::test]
     async fn a_bounded_read_is_stopped_at_its_limit() {

@@ -255,7 +255,22 @@ async fn offline(data_dir: &Path, dest: &Path, conn: &Conn) -> anyhow::Result<Ma
 }
 
 /// Ask the running server for a backup, follow it, move it to `dest`.
+///
+/// `dest` is made at once, empty: until the backup is moved onto it (a rename replaces an
+/// empty directory), it is a backup without a manifest, which `verify` calls incomplete. So
+/// a `quintet backup` killed while the server copies leaves no doubt about `dest`; the
+/// server finishes its copy in its backup directory regardless (listed there, to delete).
 async fn through_server(dest: &Path, conn: Conn) -> anyhow::Result<Manifest> {
+    std::fs::create_dir(dest).with_context(|| format!("cannot create {}", dest.display()))?;
+    let taken = take_through_server(dest, conn).await;
+    if taken.is_err() {
+        // Only while still empty: what the move put there is kept to look at.
+        let _ = std::fs::remove_dir(dest);
+    }
+    taken
+}
+
+async fn take_through_server(dest: &Path, conn: Conn) -> anyhow::Result<Manifest> {
     let admin = conn.connect()?;
     let name = format!(
         "cli-{}-{}",
@@ -306,7 +321,7 @@ async fn move_backup(from: &Path, to: &Path) -> anyhow::Result<Manifest> {
     }
     let (from, to) = (from.to_owned(), to.to_owned());
     tokio::task::spawn_blocking(move || {
-        copy_tree(&from, &to)?;
+        copy_backup(&from, &to)?;
         let reporter = Reporter::new();
         let total = Manifest::read(&to)?.bytes;
         let manifest = quintet_embedded::backup::verify(&to, &|done| {
@@ -320,13 +335,26 @@ async fn move_backup(from: &Path, to: &Path) -> anyhow::Result<Manifest> {
     .await?
 }
 
-fn copy_tree(from: &Path, to: &Path) -> anyhow::Result<()> {
+/// Copy the backup at `from` into `to`, its manifest last: a copy cut short has none, so
+/// it reads as incomplete rather than as a backup missing files.
+fn copy_backup(from: &Path, to: &Path) -> anyhow::Result<()> {
+    copy_tree(from, to, Some(quintet_embedded::backup::MANIFEST))?;
+    let manifest = quintet_embedded::backup::MANIFEST;
+    std::fs::copy(from.join(manifest), to.join(manifest))?;
+    Ok(())
+}
+
+/// Copy the tree at `from` into `to`, leaving out the file `skip` at its top.
+fn copy_tree(from: &Path, to: &Path, skip: Option<&str>) -> anyhow::Result<()> {
     std::fs::create_dir_all(to)?;
     for entry in std::fs::read_dir(from)? {
         let entry = entry?;
+        if skip.is_some_and(|s| entry.file_name() == s) {
+            continue;
+        }
         let target = to.join(entry.file_name());
         if entry.file_type()?.is_dir() {
-            copy_tree(&entry.path(), &target)?;
+            copy_tree(&entry.path(), &target, None)?;
         } else {
             std::fs::copy(entry.path(), &target)?;
         }

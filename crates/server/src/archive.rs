@@ -25,7 +25,7 @@ use quintet_core::{
     ports::{
         cache::SetMode,
         data::{BulkOp, ListQuery},
-        queue::{JobBody, JobStatus, ListJobs, MAX_LIST_LIMIT},
+        queue::{CarriedJob, JobBody, JobStatus, ListJobs, MAX_ERROR_BYTES, MAX_LIST_LIMIT},
         search::SearchKey,
         storage::{ByteStream, ListQuery as ObjectList, ObjectPath},
     },
@@ -292,8 +292,9 @@ async fn walk_instance(
         ServiceType::Queue => {
             let mut after: Option<String> = None;
             loop {
+                // Every job not delivered: waiting (READY) and failed (ERROR) alike.
                 let query = ListJobs {
-                    status: Some(JobStatus::Ready),
+                    status: None,
                     limit: MAX_LIST_LIMIT,
                     after: after.clone(),
                 };
@@ -645,13 +646,11 @@ impl Importer {
             Kind::Job => {
                 let inst = self.instance()?;
                 let rec: JobRecord = record.parse()?;
-                let doc: quintet_core::ports::data::Document = serde_json::from_str(rec.job.get())
-                    .map_err(|e| quintet_core::archive::corrupt(format!("a job: {e}")))?;
-                let job = JobBody::from_document(&doc)?;
+                let job = carried_job(rec)?;
                 self.state
                     .services
                     .queue
-                    .enqueue(&inst, &job, None, self.state.clock.now_ms())
+                    .restore(&inst, &job, self.state.clock.now_ms())
                     .await?;
             }
             Kind::Object => {
@@ -884,6 +883,34 @@ fn doc_op(text: &str) -> Result<BulkOp> {
         ))),
         _ => Err(quintet_core::archive::corrupt("a document is not one")),
     }
+}
+
+/// A job record as the queue stores it again: its status, attempts, error and creation
+/// time as they were.
+fn carried_job(rec: JobRecord) -> Result<CarriedJob> {
+    let corrupt = quintet_core::archive::corrupt;
+    let doc: quintet_core::ports::data::Document =
+        serde_json::from_str(rec.job.get()).map_err(|e| corrupt(format!("a job: {e}")))?;
+    let status: JobStatus = rec
+        .status
+        .parse()
+        .map_err(|_| corrupt(format!("a job has the unknown status {:?}", rec.status)))?;
+    if rec
+        .error
+        .as_ref()
+        .is_some_and(|e| e.len() > MAX_ERROR_BYTES)
+    {
+        return Err(corrupt(format!(
+            "a job's error is longer than {MAX_ERROR_BYTES} bytes"
+        )));
+    }
+    Ok(CarriedJob {
+        body: JobBody::from_document(&doc)?,
+        status,
+        attempts: rec.attempts,
+        error: rec.error,
+        created_ms: rec.created_ms,
+    })
 }
 
 /// A remaining time to live as a [`Ttl`], rounded up to the second.

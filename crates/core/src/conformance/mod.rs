@@ -239,6 +239,7 @@ macro_rules! queue_conformance {
                 retry_at_makes_the_job_due_later,
                 released_jobs_are_due_at_once_without_an_attempt,
                 failed_jobs_go_to_error_and_retry_brings_them_back,
+                restored_jobs_keep_their_status_and_attempts,
                 cancel_removes_ready_and_error_jobs,
                 settling_a_cancelled_claim_changes_nothing,
                 concurrent_claims_never_share_a_job,

@@ -10,8 +10,8 @@ use serde_json::{Value, json};
 use crate::{
     Error, Instance, InstanceConfig,
     ports::queue::{
-        ClaimedJob, IdempotencyKey, JobBody, JobQueue, JobStatus, ListJobs, Outcome, QueueConfig,
-        QueueDepth, Settlement,
+        CarriedJob, ClaimedJob, IdempotencyKey, JobBody, JobQueue, JobStatus, ListJobs, Outcome,
+        QueueConfig, QueueDepth, Settlement,
     },
 };
 
@@ -354,6 +354,106 @@ pub async fn failed_jobs_go_to_error_and_retry_brings_them_back(port: &dyn JobQu
     ));
     let again = claim(port, &q, T0 + 20, 1).await;
     assert_eq!((again[0].id.as_str(), again[0].attempt), (id.as_str(), 1));
+    port.drop_instance(&q).await.expect("drop");
+}
+
+/// `restore` stores carried jobs under new ids with their status, attempts, error and
+/// creation time: a READY one is claimable at once as its next attempt, an ERROR one only
+/// after a retry.
+pub async fn restored_jobs_keep_their_status_and_attempts(port: &dyn JobQueue) {
+    let q = fresh(port).await;
+    let old = put(port, &q, json!({"n": 0}), T0).await;
+    let carried = |status, attempts, error: Option<&str>, n: i64| CarriedJob {
+        body: body(json!({"n": n})),
+        status,
+        attempts,
+        error: error.map(str::to_owned),
+        created_ms: T0 - 1_000 * n,
+    };
+    let ready = port
+        .restore(
+            &q,
+            &carried(JobStatus::Ready, 2, Some("timed out"), 1),
+            T0 + 10,
+        )
+        .await
+        .expect("restore READY");
+    let failed = port
+        .restore(
+            &q,
+            &carried(JobStatus::Error, 3, Some("worker said no"), 2),
+            T0 + 11,
+        )
+        .await
+        .expect("restore ERROR");
+    assert!(ready != old && failed != old && ready != failed, "new ids");
+    let all = port
+        .list(
+            &q,
+            &ListJobs {
+                status: None,
+                limit: 10,
+                after: None,
+            },
+        )
+        .await
+        .expect("list");
+    let seen: Vec<_> = all
+        .iter()
+        .map(|r| {
+            (
+                r.id.clone(),
+                r.status,
+                r.attempts,
+                r.error.clone(),
+                r.created_ms,
+                r.job.get().to_owned(),
+            )
+        })
+        .collect();
+    assert_eq!(
+        seen,
+        [
+            (
+                old.clone(),
+                JobStatus::Ready,
+                0,
+                None,
+                T0,
+                r#"{"n":0}"#.to_owned()
+            ),
+            (
+                ready.clone(),
+                JobStatus::Ready,
+                2,
+                Some("timed out".to_owned()),
+                T0 - 1_000,
+                r#"{"n":1}"#.to_owned()
+            ),
+            (
+                failed.clone(),
+                JobStatus::Error,
+                3,
+                Some("worker said no".to_owned()),
+                T0 - 2_000,
+                r#"{"n":2}"#.to_owned()
+            ),
+        ],
+        "restored jobs are listed after the queue's own, as they were"
+    );
+    let jobs = claim(port, &q, T0 + 20, 5).await;
+    let claimed: Vec<_> = jobs.iter().map(|j| (j.id.as_str(), j.attempt)).collect();
+    assert_eq!(
+        claimed,
+        [(old.as_str(), 1), (ready.as_str(), 3)],
+        "the READY job is due at once as its next attempt; the ERROR one is not claimed"
+    );
+    port.retry(&q, &failed, T0 + 30).await.expect("retry");
+    let again = claim(port, &q, T0 + 30, 5).await;
+    assert_eq!(
+        (again[0].id.as_str(), again[0].attempt),
+        (failed.as_str(), 1)
+    );
     port.drop_instance(&q).await.expect("drop");
 }
 

@@ -312,6 +312,22 @@ pub struct JobRecord {
     pub updated_ms: i64,
 }
 
+/// A job carried from another node, as an archive's import stores it
+/// ([`JobQueue::restore`]).
+#[derive(Debug, Clone)]
+pub struct CarriedJob {
+    /// The payload.
+    pub body: JobBody,
+    /// Its state where it was: READY (waiting or being retried) or ERROR (failed).
+    pub status: JobStatus,
+    /// Its delivery attempts there.
+    pub attempts: u32,
+    /// Its recorded error there (at most [`MAX_ERROR_BYTES`]).
+    pub error: Option<String>,
+    /// When it was first enqueued, milliseconds since the epoch.
+    pub created_ms: i64,
+}
+
 /// Proof of a claim: settling with a token that no longer holds the job does nothing.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 pub struct LeaseToken(pub i64);
@@ -416,6 +432,10 @@ pub trait DueListener: Send + Sync + 'static {
 /// - `cancel` removes a READY or ERROR job, even one being delivered (the delivery's
 ///   settlement is then ignored); [`Error::NotFound`] for an unknown job.
 /// - `list` answers jobs oldest enqueued first.
+/// - `restore` stores a job carried from another node (an import) under a new id, with the
+///   status, attempts, error and creation time it had there: a READY one is due now and its
+///   next claim is attempt `attempts + 1`; an ERROR one waits for `retry` like any failed
+///   job. It carries no idempotency key.
 /// - `recover` releases leases that the adapter knows no live node holds. An adapter whose
 ///   store only one node can open (the embedded one locks its data directory, and keeps
 ///   leases in memory) has none left from a crash, so jobs in flight then are delivered
@@ -434,6 +454,9 @@ pub trait JobQueue: Lifecycle {
         idempotency_key: Option<&IdempotencyKey>,
         now_ms: i64,
     ) -> Result<String>;
+
+    /// Store a job carried from another node under a new id; returns the id.
+    async fn restore(&self, instance: &Instance, job: &CarriedJob, now_ms: i64) -> Result<String>;
 
     /// Jobs selected by `query`, oldest enqueued first.
     async fn list(&self, instance: &Instance, query: &ListJobs) -> Result<Vec<JobRecord>>;

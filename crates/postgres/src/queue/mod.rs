@@ -43,8 +43,8 @@ use quintet_core::{
     ports::{
         Keep, Lifecycle, PoolUsage,
         queue::{
-            Claim, ClaimedJob, DueListener, IdempotencyKey, JobBody, JobQueue, JobRecord,
-            JobStatus, LeaseToken, ListJobs, Outcome, QueueDepth, Settlement,
+            CarriedJob, Claim, ClaimedJob, DueListener, IdempotencyKey, JobBody, JobQueue,
+            JobRecord, JobStatus, LeaseToken, ListJobs, Outcome, QueueDepth, Settlement,
             idempotency_key_taken, job_missing, job_not_failed, queue_missing, stored_job,
         },
     },
@@ -275,6 +275,40 @@ impl JobQueue for PgJobQueue {
                     key.unwrap_or_default(),
                     existing.unwrap_or_default(),
                 ))
+            }
+            Err(e) => Err(pg_error(e)),
+        }
+    }
+
+    async fn restore(&self, instance: &Instance, job: &CarriedJob, now_ms: i64) -> Result<String> {
+        let id = self.ids.next_id(&ManualClock::new(now_ms))?;
+        let attempts = i32::try_from(job.attempts).unwrap_or(i32::MAX);
+        let client = self.db.client().await?;
+        // As for an enqueue: other nodes hear of a READY job once it is committed.
+        let inserted = client
+            .execute(
+                "WITH job AS ( \
+                   INSERT INTO quintet_jobs \
+                     (queue, id, status, job, attempts, error, due_ms, created_ms, updated_ms) \
+                   VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $7) RETURNING queue, status) \
+                 SELECT pg_notify($9, queue::text) FROM job WHERE status = 'READY'",
+                &[
+                    &instance.id.0,
+                    &id,
+                    &job.status.as_str(),
+                    &job.body.as_str(),
+                    &attempts,
+                    &job.error,
+                    &now_ms,
+                    &job.created_ms,
+                    &self.channel,
+                ],
+            )
+            .await;
+        match inserted {
+            Ok(_) => Ok(id),
+            Err(e) if is(&e, &SqlState::FOREIGN_KEY_VIOLATION) => {
+                Err(queue_missing(&instance.name))
             }
             Err(e) => Err(pg_error(e)),
         }

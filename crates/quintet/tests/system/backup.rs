@@ -1,5 +1,7 @@
 //! Backups with the real binary: `quintet backup` of a node under write load and its
-//! restore, a backup killed midway, damaged backups, and `/_admin/backups`.
+//! restore (checked with the hyper-connect suites), a backup killed midway (at a crash
+//! point, and with SIGKILL while the server copies), damaged backups, and
+//! `/_admin/backups`.
 
 use std::{
     path::{Path, PathBuf},
@@ -266,6 +268,9 @@ async fn a_backup_under_32_writers_restores_every_write_acknowledged_before_it()
         r.create(kind, &format!("{kind}2"), config).await;
     }
     assert_eq!(object(&r, "/storage/st/after").await, vec![1u8; 80_000]);
+    // And the restored server passes the black-box suites of the real client, every
+    // service (compat/hyper-connect).
+    crate::compat::hyper_connect_suites(&r.url("")).await;
 }
 
 /// Backups of a stopped node through the binary: `(node data dir, taken backup)`.
@@ -328,6 +333,152 @@ fn a_backup_killed_midway_has_no_manifest_and_leaves_the_previous_one_whole() {
         "--data-dir",
         s(&data),
     ]);
+}
+
+/// Every file under `dir` with its length and modification time, by path.
+fn tree(dir: &Path) -> Vec<(PathBuf, u64, std::time::SystemTime)> {
+    let mut out = Vec::new();
+    let mut todo = vec![dir.to_owned()];
+    while let Some(d) = todo.pop() {
+        for entry in std::fs::read_dir(&d).unwrap() {
+            let entry = entry.unwrap();
+            let meta = entry.metadata().unwrap();
+            if meta.is_dir() {
+                todo.push(entry.path());
+            } else {
+                let rel = entry.path().strip_prefix(dir).unwrap().to_owned();
+                out.push((rel, meta.len(), meta.modified().unwrap()));
+            }
+        }
+    }
+    out.sort();
+    out
+}
+
+/// The backups the server lists, as `(name, state)`.
+async fn listed(p: &Client) -> Vec<(String, String)> {
+    let list = admin(p, Method::GET, "/_admin/backups", None)
+        .await
+        .expect(200);
+    list.body["backups"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|b| {
+            (
+                b["name"].as_str().unwrap().to_owned(),
+                b["state"].as_str().unwrap().to_owned(),
+            )
+        })
+        .collect()
+}
+
+/// Issue 21: "`kill -9` of the backup midway", with a real SIGKILL: the `quintet backup`
+/// child this test starts against a running server with enough data to take a while is
+/// killed once the server lists its backup as being written. Its destination holds no
+/// manifest, `verify` calls it incomplete, the previous backup is untouched and verifies,
+/// and the server, which finishes its own copy, keeps serving and backing up.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_backup_killed_with_sigkill_while_it_copies_leaves_no_manifest() {
+    let tmp = tempfile::tempdir().unwrap();
+    let data = tmp.path().join("data");
+    let p = spawn(&data);
+    p.create("data", "d", None).await;
+    p.create("storage", "st", None).await;
+    let docs: Vec<Value> = (0..5_000)
+        .map(|i| json!({"_id": format!("d{i:05}"), "n": i, "pad": "x".repeat(200)}))
+        .collect();
+    p.post("/data/d/_bulk", json!(docs)).await.expect(200);
+    // 96 MiB of objects: every byte is hashed for the manifest, which takes a while.
+    for i in 0..24u8 {
+        p.send(
+            p.request(Method::POST, &format!("/storage/st/big{i}"))
+                .body(vec![i; 4 << 20]),
+        )
+        .await
+        .expect(200);
+    }
+    let first = tmp.path().join("first");
+    let backup = |dest: &Path| {
+        let (data, dest) = (data.clone(), dest.to_owned());
+        tokio::task::spawn_blocking(move || {
+            ok(&[
+                "backup",
+                s(&dest),
+                "--data-dir",
+                s(&data),
+                "--admin-token",
+                TOKEN,
+            ])
+        })
+    };
+    backup(&first).await.unwrap();
+    ok(&["backup", "verify", s(&first)]);
+    let first_files = tree(&first);
+
+    let second = tmp.path().join("second");
+    let mut child = Command::new(BIN)
+        .args(["backup", s(&second), "--data-dir", s(&data)])
+        .args(["--admin-token", TOKEN])
+        .env_remove("QUINTET_URL")
+        .env_remove("QUINTET_FAILPOINT")
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::null())
+        .spawn()
+        .unwrap();
+    // Wait until the server writes the child's backup, then kill the child (SIGKILL).
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(60);
+    loop {
+        let running = listed(&p)
+            .await
+            .into_iter()
+            .any(|(name, state)| name.starts_with("cli-") && state == "running");
+        if running {
+            break;
+        }
+        assert!(
+            child.try_wait().unwrap().is_none(),
+            "the backup ended before it could be killed: give the test more data"
+        );
+        assert!(std::time::Instant::now() < deadline, "no backup began");
+        tokio::time::sleep(std::time::Duration::from_millis(5)).await;
+    }
+    child.kill().unwrap();
+    let status = child.wait().unwrap();
+    assert!(!status.success(), "{status:?}");
+
+    assert!(
+        second.is_dir(),
+        "the destination was made when the backup began"
+    );
+    assert!(!second.join("manifest.json").exists());
+    let err = failed(&["backup", "verify", s(&second)]);
+    assert!(err.contains("incomplete"), "{err}");
+    let err = failed(&[
+        "restore",
+        s(&second),
+        "--data-dir",
+        s(&tmp.path().join("r")),
+    ]);
+    assert!(err.contains("incomplete"), "{err}");
+    // The previous backup: not a file changed, and whole.
+    assert_eq!(tree(&first), first_files);
+    ok(&["backup", "verify", s(&first)]);
+
+    // The server finishes its own copy (listed, for the operator to delete) and serves on.
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(120);
+    loop {
+        let all = listed(&p).await;
+        if all.iter().all(|(_, state)| state == "complete") {
+            break;
+        }
+        assert!(std::time::Instant::now() < deadline, "{all:?}");
+        tokio::time::sleep(std::time::Duration::from_millis(50)).await;
+    }
+    p.get("/data/d/d00042").await.expect(200);
+    let third = tmp.path().join("third");
+    backup(&third).await.unwrap();
+    ok(&["backup", "verify", s(&third)]);
 }
 
 /// Damage done to a copy of a backup.

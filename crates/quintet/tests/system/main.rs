@@ -13,6 +13,7 @@ const BIN: &str = env!("CARGO_BIN_EXE_quintet");
 mod backup;
 mod cache;
 mod cli;
+mod compat;
 mod config_fuzz;
 mod connections;
 mod data;

@@ -163,8 +163,8 @@ pub(crate) async fn key_for<'a>(node: &'a Client, account: &str, app: &str) -> S
 }
 
 /// An instance of each type with contents: documents and an index, entries with and
-/// without a time to live, search documents, jobs a closed port never takes, and objects
-/// (one larger than an archive's chunk).
+/// without a time to live, search documents, jobs a closed port never takes, failed (ERROR)
+/// jobs in a second queue, and objects (one larger than an archive's chunk).
 pub(crate) async fn fill(s: &Scope<'_>, docs: usize) {
     s.call(Method::PUT, "/data/movies", None).await;
     s.call(
@@ -220,6 +220,26 @@ pub(crate) async fn fill(s: &Scope<'_>, docs: usize) {
         )
         .await;
     }
+    // A queue whose jobs fail at once (no retries against a closed port): ERROR jobs,
+    // which an export carries with their attempts and errors.
+    s.call(
+        Method::PUT,
+        "/queue/bounced",
+        Some(json!({"target": "http://127.0.0.1:9/closed", "retries": 0})),
+    )
+    .await;
+    for i in 0..3 {
+        s.call(Method::POST, "/queue/bounced", Some(json!({"bounce": i})))
+            .await;
+    }
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(60);
+    while failed_jobs(s).await.as_array().map_or(0, Vec::len) < 3 {
+        assert!(
+            std::time::Instant::now() < deadline,
+            "the bounced jobs did not fail"
+        );
+        tokio::time::sleep(std::time::Duration::from_millis(20)).await;
+    }
     s.call(Method::PUT, "/storage/media", None).await;
     let big: Vec<u8> = (0..2_600_000u32).map(|i| (i % 251) as u8).collect();
     for (path, ctype, body) in [
@@ -234,6 +254,23 @@ pub(crate) async fn fill(s: &Scope<'_>, docs: usize) {
         let r = s.node.send(req).await;
         assert!(r.status < 300, "{path}: {} {}", r.status, r.text);
     }
+}
+
+/// The ERROR jobs of the queue `bounced` as a client sees them, without their ids (an
+/// import gives jobs new ids) and update times.
+async fn failed_jobs(s: &Scope<'_>) -> Value {
+    let jobs = s
+        .call(Method::GET, "/queue/bounced/_jobs?status=ERROR", None)
+        .await["jobs"]
+        .clone();
+    jobs.as_array()
+        .unwrap()
+        .iter()
+        .map(|j| {
+            json!({"status": j["status"], "job": j["job"], "attempts": j["attempts"],
+                   "error": j["error"], "created": j["created"]})
+        })
+        .collect()
 }
 
 /// What a client sees of the instances [`fill`] made, to compare two nodes.
@@ -267,6 +304,7 @@ pub(crate) async fn snapshot(s: &Scope<'_>) -> Value {
         answers.push(json!({"query": q, "ids": ids}));
     }
     let jobs = s.call(Method::GET, "/queue/mail?status=READY", None).await["jobs"].clone();
+    let failed = failed_jobs(s).await;
     let mut objects = Vec::new();
     for path in ["notes/a.txt", "big/blob.bin", "empty"] {
         let res = s
@@ -290,7 +328,7 @@ pub(crate) async fn snapshot(s: &Scope<'_>) -> Value {
     }
     json!({
         "docs": docs, "indexes": indexes, "byYear": by_year, "entries": entries,
-        "search": answers, "jobs": jobs, "objects": objects,
+        "search": answers, "jobs": jobs, "failed": failed, "objects": objects,
     })
 }
 
@@ -340,7 +378,7 @@ async fn an_application_copied_under_another_name_reads_back_equal() {
     let f = file.to_str().unwrap();
     cli_ok(&node, &["export", "--app", "shop", "--to", f]);
     let out = cli_ok(&node, &["import", f, "--app", "shop-copy"]);
-    assert_eq!(out.matches(" equal").count(), 5, "{out}");
+    assert_eq!(out.matches(" equal").count(), 6, "{out}");
     let copy = key_for(&node, "acme", "shop-copy").await;
     assert_eq!(snapshot(&copy).await, snapshot(&shop).await);
     // An export refuses to overwrite a file.
@@ -438,7 +476,7 @@ async fn damaged_archives_are_refused_and_a_failed_import_leaves_nothing() {
     }
     // The name is free and nothing of the failed imports remains: a whole import works.
     let out = cli_ok(&node, &["import", file.to_str().unwrap(), "--app", "copy"]);
-    assert_eq!(out.matches(" equal").count(), 5, "{out}");
+    assert_eq!(out.matches(" equal").count(), 6, "{out}");
 }
 
 /// With no server running on the data directory, export and import open it themselves.
@@ -477,7 +515,7 @@ async fn export_and_import_open_a_stopped_data_directory() {
         "--data-dir".as_ref(),
         second_dir.as_os_str(),
     ]);
-    assert_eq!(out.matches(" equal").count(), 5, "{out}");
+    assert_eq!(out.matches(" equal").count(), 6, "{out}");
     let second = embedded(&second_dir);
     let copy = key_for(&second, "acme", "shop").await;
     assert_eq!(snapshot(&copy).await, before);

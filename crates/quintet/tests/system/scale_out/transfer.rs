@@ -45,7 +45,7 @@ async fn round_trip_embedded_to_engines_and_back() {
         &args,
     );
     let out = cli_ok(&engines, &["import", one.to_str().unwrap()]);
-    assert_eq!(out.matches(" equal").count(), 5, "{out}");
+    assert_eq!(out.matches(" equal").count(), 6, "{out}");
     assert!(out.contains("1 access keys created"), "{out}");
     // The key travelled with its secret: the first node's token works on the engines.
     let on_engines = Scope {
@@ -68,7 +68,7 @@ async fn round_trip_embedded_to_engines_and_back() {
     cli_ok(&engines, &["export", "--to", two.to_str().unwrap()]);
     let last = embedded(&dir.path().join("last"));
     let out = cli_ok(&last, &["import", two.to_str().unwrap()]);
-    assert_eq!(out.matches(" equal").count(), 5, "{out}");
+    assert_eq!(out.matches(" equal").count(), 6, "{out}");
     let back = key_for(&last, "acme", "shop").await;
     assert_eq!(snapshot(&back).await, before, "back on the embedded engine");
 
@@ -147,10 +147,10 @@ async fn migrate_moves_a_stopped_node_to_the_engines_and_back() {
         text
     };
     let out = migrate(&first_dir, &config);
-    assert_eq!(out.matches(" equal").count(), 5, "{out}");
+    assert_eq!(out.matches(" equal").count(), 6, "{out}");
     let last_dir = dir.path().join("last");
     let out = migrate(&config, &last_dir);
-    assert_eq!(out.matches(" equal").count(), 5, "{out}");
+    assert_eq!(out.matches(" equal").count(), 6, "{out}");
     // Migrating again without --merge is refused: everything exists.
     let again = std::process::Command::new(BIN)
         .args(["migrate", "--from"])
