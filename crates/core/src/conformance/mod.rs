@@ -239,6 +239,7 @@ macro_rules! queue_conformance {
                 failed_jobs_go_to_error_and_retry_brings_them_back,
                 cancel_removes_ready_and_error_jobs,
                 settling_a_cancelled_claim_changes_nothing,
+                job_changes_are_events_in_order,
                 concurrent_claims_never_share_a_job,
                 a_dropped_queue_holds_nothing,
             ]
