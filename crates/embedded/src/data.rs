@@ -38,7 +38,7 @@ use quintet_core::{
     mango::{Collector, plan},
     ports::{
         Keep, Lifecycle, PoolUsage,
-        changes::{Change, ChangesPage, FeedListener, MAX_CHANGES_PAGE, check_since},
+        changes::{Change, ChangesPage, FeedListener, check_since},
         data::{
             BulkOp, BulkOutcome, DocId, DocStore, DocStream, Document, FindOutcome, FindQuery,
             IndexDef, ListQuery, MAX_INDEXES, QUERY_DEADLINE, RawJson, document_exists,
@@ -52,6 +52,7 @@ use rusqlite::{Connection, OptionalExtension, params, params_from_iter};
 use serde_json::Value;
 
 use crate::{
+    changelog::{self, Listeners, table_exists, tell},
     disk::DiskSpace,
     hot::{Held, HotCache},
     instance_store::TableLifecycle,
@@ -60,9 +61,6 @@ use crate::{
 
 /// Documents listed per round trip to the database while streaming a list.
 const LIST_PAGE: usize = 256;
-
-/// Change entries removed per write transaction while compacting.
-const COMPACT_BATCH: usize = 10_000;
 
 /// Bytes of documents held in memory at most (every instance together).
 pub const HOT_DOCS_BYTES: usize = 32 << 20;
@@ -89,22 +87,6 @@ pub struct SqliteDocStore {
     listeners: Listeners,
 }
 
-type Listeners = Arc<Mutex<Vec<Weak<dyn FeedListener>>>>;
-
-/// Tell every live listener that `instance`'s log may have grown.
-fn tell(listeners: &Listeners, instance: InstanceId) {
-    let live: Vec<Arc<dyn FeedListener>> = match listeners.lock() {
-        Ok(mut all) => {
-            all.retain(|l| l.strong_count() > 0);
-            all.iter().filter_map(Weak::upgrade).collect()
-        }
-        Err(_) => return,
-    };
-    for l in live {
-        l.changed(instance);
-    }
-}
-
 /// The DDL of an instance's change log.
 fn changes_ddl(table: &str) -> String {
     format!(
@@ -125,18 +107,6 @@ fn record(c: &Connection, table: &str, id: &str, deleted: bool, at_ms: i64) -> R
     .and_then(|mut s| s.execute(params![id, deleted, at_ms]))
     .map_err(sql_error)?;
     Ok(())
-}
-
-/// The log's head: the number of its latest entry, kept even once the entry is compacted.
-fn head(c: &Connection, table: &str) -> Result<u64> {
-    let n: Option<i64> = c
-        .prepare_cached("SELECT seq FROM sqlite_sequence WHERE name = ?1")
-        .and_then(|mut s| {
-            s.query_row([format!("{table}_ch")], |r| r.get(0))
-                .optional()
-        })
-        .map_err(sql_error)?;
-    Ok(n.unwrap_or(0).max(0) as u64)
 }
 
 /// The indexes of one instance: definitions and their tables, in name order.
@@ -673,44 +643,25 @@ impl DocStore for SqliteDocStore {
 
     async fn changes(&self, instance: &Instance, since: u64, limit: usize) -> Result<ChangesPage> {
         let table = self.table(instance);
-        let limit = limit.min(MAX_CHANGES_PAGE) as i64;
         // Pages are small and indexed by seq: read on the caller's thread, like `get`.
         self.db().read_now(|c| {
-            // One read transaction: the head, the oldest entry and the page agree.
-            let tx = c.unchecked_transaction().map_err(sql_error)?;
-            if !table_exists(&tx, &format!("{table}_ch"))? {
+            let log = format!("{table}_ch");
+            if !table_exists(c, &log)? {
                 // An instance untouched since before change logs existed has none yet.
-                return if table_exists(&tx, &table)? {
+                return if table_exists(c, &table)? {
                     check_since(instance, since, 0, None)?;
                     Ok(ChangesPage::default())
                 } else {
                     Err(Error::not_found(INSTANCE_GONE))
                 };
             }
-            let head = head(&tx, &table)?;
-            let oldest: Option<i64> = tx
-                .prepare_cached(&format!("SELECT min(seq) FROM \"{table}_ch\""))
-                .and_then(|mut s| s.query_row([], |r| r.get(0)))
-                .map_err(sql_error)?;
-            check_since(instance, since, head, oldest.map(|n| n as u64))?;
-            let mut stmt = tx
-                .prepare_cached(&format!(
-                    "SELECT seq, id, deleted FROM \"{table}_ch\" WHERE seq > ?1 \
-                     ORDER BY seq LIMIT ?2"
-                ))
-                .map_err(sql_error)?;
-            let changes = stmt
-                .query_map(params![since as i64, limit], |r| {
-                    Ok(Change {
-                        seq: r.get::<_, i64>(0)? as u64,
-                        id: r.get(1)?,
-                        deleted: r.get(2)?,
-                    })
+            changelog::page(c, &log, "id, deleted", instance, since, limit, |r| {
+                Ok(Change {
+                    seq: r.get::<_, i64>(0)? as u64,
+                    id: r.get(1)?,
+                    deleted: r.get(2)?,
                 })
-                .and_then(|rows| rows.collect::<rusqlite::Result<Vec<_>>>())
-                .map_err(sql_error)?;
-            let last_seq = changes.last().map_or(since, |ch| ch.seq);
-            Ok(ChangesPage { changes, last_seq })
+            })
         })
     }
 
@@ -720,73 +671,17 @@ impl DocStore for SqliteDocStore {
             if !table_exists(c, &table)? {
                 return Err(Error::not_found(INSTANCE_GONE));
             }
-            head(c, &table)
+            changelog::head(c, &format!("{table}_ch"))
         })
     }
 
     async fn compact_changes(&self, before_ms: i64) -> Result<u64> {
-        let logs: Vec<String> = self.db().read_now(|c| {
-            c.prepare(
-                "SELECT name FROM sqlite_master WHERE type = 'table' AND name GLOB 'd[0-9]*_ch'",
-            )
-            .and_then(|mut s| {
-                s.query_map([], |r| r.get::<_, String>(0))?
-                    .collect::<rusqlite::Result<Vec<String>>>()
-            })
-            .map_err(sql_error)
-        })?;
-        let mut removed = 0;
-        for log in logs {
-            // From the oldest entry on, one batch per write (writers go on in between),
-            // and only a prefix of the log: an entry is removed only with every entry
-            // before it, so a clock that stepped back never leaves a hole readers would
-            // not notice.
-            loop {
-                let log = log.clone();
-                let (n, full) = self
-                    .db()
-                    .write(move |c| {
-                        let oldest: Vec<(i64, i64)> = c
-                            .prepare_cached(&format!(
-                                "SELECT seq, at_ms FROM \"{log}\" ORDER BY seq LIMIT {COMPACT_BATCH}"
-                            ))
-                            .and_then(|mut s| {
-                                s.query_map([], |r| Ok((r.get(0)?, r.get(1)?)))?
-                                    .collect::<rusqlite::Result<Vec<_>>>()
-                            })
-                            .map_err(sql_error)?;
-                        let old = oldest.iter().take_while(|(_, at)| *at < before_ms).count();
-                        let Some(&(last, _)) = old.checked_sub(1).and_then(|i| oldest.get(i)) else {
-                            return Ok((0, false));
-                        };
-                        let n = c
-                            .execute(&format!("DELETE FROM \"{log}\" WHERE seq <= ?1"), [last])
-                            .map_err(sql_error)?;
-                        Ok((n as u64, old == COMPACT_BATCH))
-                    })
-                    .await?;
-                removed += n;
-                if !full {
-                    break;
-                }
-            }
-        }
-        Ok(removed)
+        changelog::compact(self.db(), "d[0-9]*_ch", before_ms).await
     }
 
     fn subscribe_changes(&self, listener: Weak<dyn FeedListener>) {
-        if let Ok(mut all) = self.listeners.lock() {
-            all.push(listener);
-        }
+        changelog::subscribe(&self.listeners, listener);
     }
-}
-
-/// Whether table `table` exists.
-fn table_exists(c: &Connection, table: &str) -> Result<bool> {
-    c.prepare_cached("SELECT 1 FROM sqlite_master WHERE type = 'table' AND name = ?1")
-        .and_then(|mut s| s.query_row([table], |_| Ok(())).optional())
-        .map(|found| found.is_some())
-        .map_err(sql_error)
 }
 
 /// Where a list reads its pages: the instance's table.

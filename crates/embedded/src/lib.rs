@@ -16,6 +16,7 @@
 
 pub mod backup;
 pub mod cache;
+mod changelog;
 pub mod data;
 pub mod datadir;
 pub mod disk;

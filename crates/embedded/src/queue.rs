@@ -10,24 +10,30 @@
 //! delivery. A restart forgets every lease, which is exactly right: the process that held
 //! them is gone, so jobs in flight at a crash are claimable again at once. The `attempts`
 //! column counts settled attempts; a claim's attempt number is recorded when it is settled.
+//!
+//! # Events
+//! `q<id>_ev` is the queue's event log, `(seq, id, event, error, at_ms)`: one row per
+//! enqueue, delivery, failure, cancellation and retry, written in the transaction that
+//! changes the job (see [`crate::changelog`] for the numbering). A queue created before
+//! event logs existed gets an empty one on its first write.
 
 use std::{
-    collections::HashMap,
+    collections::{HashMap, HashSet},
     path::Path,
-    sync::{Mutex, MutexGuard},
+    sync::{Mutex, MutexGuard, Weak},
 };
 
 use async_trait::async_trait;
 use quintet_core::{
-    Error, Instance, InstanceId, ManualClock, Result,
+    Clock, Error, Instance, InstanceId, ManualClock, Result, SystemClock,
     id::{IdGenerator, random_bytes},
     ports::{
         Keep, Lifecycle, PoolUsage,
+        changes::{ChangesPage, FeedListener, check_since},
         queue::{
-            CarriedJob, Claim, ClaimedJob, IdempotencyKey, JobBody, JobQueue, JobRecord, JobStatus,
-            LeaseToken, ListJobs, Outcome, QueueDepth, Settlement, idempotency_key_taken,
-            job_missing,
-            job_not_failed, queue_missing, stored_job,
+            CarriedJob, Claim, ClaimedJob, IdempotencyKey, JobBody, JobEvent, JobEventKind,
+            JobQueue, JobRecord, JobStatus, LeaseToken, ListJobs, Outcome, QueueDepth, Settlement,
+            idempotency_key_taken, job_missing, job_not_failed, queue_missing, stored_job,
         },
     },
 };
@@ -35,6 +41,7 @@ use rusqlite::{Connection, OptionalExtension, params};
 use std::sync::Arc;
 
 use crate::{
+    changelog::{self, Listeners, table_exists, tell},
     disk::DiskSpace,
     instance_store::TableLifecycle,
     sqlite::{SqliteDb, SqliteOptions, is_missing_table, is_unique_violation, sql_error},
@@ -49,6 +56,10 @@ pub struct SqliteJobQueue {
     /// Admits enqueues and retries while the disk has room; the dispatcher's settlements
     /// and cancellations are not asked.
     disk: Arc<DiskSpace>,
+    /// Queues whose event log is known to exist (created, or checked once per process).
+    logged: Arc<Mutex<HashSet<InstanceId>>>,
+    /// Told after every commit that recorded events.
+    listeners: Listeners,
 }
 
 /// The leases held on one queue's jobs, by job id.
@@ -83,8 +94,40 @@ fn ddl(table: &str) -> String {
            created_ms INTEGER NOT NULL, \
            updated_ms INTEGER NOT NULL\
          ) STRICT; \
-         CREATE INDEX \"{table}_due\" ON \"{table}\" (status, due_ms);"
+         CREATE INDEX \"{table}_due\" ON \"{table}\" (status, due_ms);{}",
+        events_ddl(table)
     )
+}
+
+/// The DDL of a queue's event log.
+fn events_ddl(table: &str) -> String {
+    format!(
+        "CREATE TABLE IF NOT EXISTS \"{table}_ev\" (\
+           seq   INTEGER PRIMARY KEY AUTOINCREMENT, \
+           id    TEXT NOT NULL, \
+           event TEXT NOT NULL, \
+           error TEXT, \
+           at_ms INTEGER NOT NULL\
+         ) STRICT;"
+    )
+}
+
+/// Append event `event` of job `id` to the log of queue table `table`, in the write's
+/// transaction.
+fn record(
+    c: &Connection,
+    table: &str,
+    id: &str,
+    event: JobEventKind,
+    error: Option<&str>,
+    at_ms: i64,
+) -> Result<()> {
+    c.prepare_cached(&format!(
+        "INSERT INTO \"{table}_ev\" (id, event, error, at_ms) VALUES (?1, ?2, ?3, ?4)"
+    ))
+    .and_then(|mut s| s.execute(params![id, event.as_str(), error, at_ms]))
+    .map_err(sql_error)?;
+    Ok(())
 }
 
 impl SqliteJobQueue {
@@ -96,6 +139,8 @@ impl SqliteJobQueue {
             ids: Arc::new(IdGenerator::new()),
             leases: Arc::new(Mutex::new(HashMap::new())),
             disk: Arc::new(DiskSpace::unchecked(path)),
+            logged: Arc::default(),
+            listeners: Arc::default(),
         })
     }
 
@@ -115,6 +160,33 @@ impl SqliteJobQueue {
 
     fn table(&self, instance: &Instance) -> String {
         self.tables.table(instance.id)
+    }
+
+    /// Run `f` on the writer, with the queue's event log there, and tell the listeners
+    /// once it committed.
+    async fn write<T, F>(&self, instance: &Instance, f: F) -> Result<T>
+    where
+        T: Send + 'static,
+        F: FnOnce(&Connection, &str) -> Result<T> + Send + 'static,
+    {
+        let (id, table) = (instance.id, self.table(instance));
+        let logged = Arc::clone(&self.logged);
+        let listeners = Arc::clone(&self.listeners);
+        self.db()
+            .write_then(
+                move |c| {
+                    if !lock(&logged).contains(&id) {
+                        // Only for a queue that exists: a dropped one answers NotFound.
+                        if table_exists(c, &table)? {
+                            c.execute_batch(&events_ddl(&table)).map_err(sql_error)?;
+                            lock(&logged).insert(id);
+                        }
+                    }
+                    f(c, &table)
+                },
+                move || tell(&listeners, id),
+            )
+            .await
     }
 }
 
@@ -153,6 +225,7 @@ impl Lifecycle for SqliteJobQueue {
     async fn drop_instance(&self, instance: &Instance) -> Result<()> {
         self.tables.drop(instance.id).await?;
         lock(&self.leases).remove(&instance.id);
+        lock(&self.logged).remove(&instance.id);
         Ok(())
     }
 
@@ -163,6 +236,7 @@ impl Lifecycle for SqliteJobQueue {
     async fn sweep(&self, keep: &Keep) -> Result<usize> {
         let removed = self.tables.sweep(keep).await?;
         lock(&self.leases).retain(|id, _| keep.keeps(*id));
+        lock(&self.logged).retain(|id| keep.keeps(*id));
         Ok(removed)
     }
 
@@ -186,39 +260,37 @@ impl JobQueue for SqliteJobQueue {
         now_ms: i64,
     ) -> Result<String> {
         self.disk.admit()?;
-        let table = self.table(instance);
         let id = self.ids.next_id(&ManualClock::new(now_ms))?;
         let body = job.as_str().to_owned();
         let key = idempotency_key.map(|k| k.as_str().to_owned());
         let name = instance.name.to_string();
         let job_id = id.clone();
-        self.db()
-            .write(move |c| {
-                let sql = format!(
-                    "INSERT INTO \"{table}\" (id, status, job, idem, due_ms, created_ms, updated_ms) \
+        self.write(instance, move |c, table| {
+            let sql = format!(
+                "INSERT INTO \"{table}\" (id, status, job, idem, due_ms, created_ms, updated_ms) \
                      VALUES (?1, 'READY', ?2, ?3, ?4, ?4, ?4)"
-                );
-                let mut stmt = c.prepare_cached(&sql).map_err(map_err(&name))?;
-                match stmt.execute(params![job_id, body, key, now_ms]) {
-                    Ok(_) => Ok(()),
-                    Err(e) if is_unique_violation(&e) => {
-                        let existing: Option<String> = c
-                            .query_row(
-                                &format!("SELECT id FROM \"{table}\" WHERE idem = ?1"),
-                                [&key],
-                                |r| r.get(0),
-                            )
-                            .optional()
-                            .map_err(sql_error)?;
-                        Err(idempotency_key_taken(
-                            key.unwrap_or_default(),
-                            existing.unwrap_or_default(),
-                        ))
-                    }
-                    Err(e) => Err(map_err(&name)(e)),
+            );
+            let mut stmt = c.prepare_cached(&sql).map_err(map_err(&name))?;
+            match stmt.execute(params![job_id, body, key, now_ms]) {
+                Ok(_) => record(c, table, &job_id, JobEventKind::Ready, None, now_ms),
+                Err(e) if is_unique_violation(&e) => {
+                    let existing: Option<String> = c
+                        .query_row(
+                            &format!("SELECT id FROM \"{table}\" WHERE idem = ?1"),
+                            [&key],
+                            |r| r.get(0),
+                        )
+                        .optional()
+                        .map_err(sql_error)?;
+                    Err(idempotency_key_taken(
+                        key.unwrap_or_default(),
+                        existing.unwrap_or_default(),
+                    ))
                 }
-            })
-            .await?;
+                Err(e) => Err(map_err(&name)(e)),
+            }
+        })
+        .await?;
         Ok(id)
     }
 
@@ -266,56 +338,54 @@ impl JobQueue for SqliteJobQueue {
 
     async fn retry(&self, instance: &Instance, id: &str, now_ms: i64) -> Result<()> {
         self.disk.admit()?;
-        let table = self.table(instance);
         let name = instance.name.to_string();
         let id = id.to_owned();
-        self.db()
-            .write(move |c| {
-                let changed = c
-                    .execute(
-                        &format!(
-                            "UPDATE \"{table}\" SET status = 'READY', attempts = 0, error = NULL, \
+        self.write(instance, move |c, table| {
+            let changed = c
+                .execute(
+                    &format!(
+                        "UPDATE \"{table}\" SET status = 'READY', attempts = 0, error = NULL, \
                              due_ms = ?2, updated_ms = ?2 \
                              WHERE id = ?1 AND status = 'ERROR'"
-                        ),
-                        params![id, now_ms],
-                    )
-                    .map_err(map_err(&name))?;
-                if changed == 1 {
-                    return Ok(());
-                }
-                let status: Option<String> = c
-                    .query_row(
-                        &format!("SELECT status FROM \"{table}\" WHERE id = ?1"),
-                        [&id],
-                        |r| r.get(0),
-                    )
-                    .optional()
-                    .map_err(map_err(&name))?;
-                match status {
-                    None => Err(job_missing(&id)),
-                    Some(_) => Err(job_not_failed(&id)),
-                }
-            })
-            .await
+                    ),
+                    params![id, now_ms],
+                )
+                .map_err(map_err(&name))?;
+            if changed == 1 {
+                return record(c, table, &id, JobEventKind::Retried, None, now_ms);
+            }
+            let status: Option<String> = c
+                .query_row(
+                    &format!("SELECT status FROM \"{table}\" WHERE id = ?1"),
+                    [&id],
+                    |r| r.get(0),
+                )
+                .optional()
+                .map_err(map_err(&name))?;
+            match status {
+                None => Err(job_missing(&id)),
+                Some(_) => Err(job_not_failed(&id)),
+            }
+        })
+        .await
     }
 
     async fn cancel(&self, instance: &Instance, id: &str) -> Result<()> {
-        let table = self.table(instance);
         let name = instance.name.to_string();
         let job = id.to_owned();
-        self.db()
-            .write(move |c| {
-                let removed = c
-                    .execute(&format!("DELETE FROM \"{table}\" WHERE id = ?1"), [&job])
-                    .map_err(map_err(&name))?;
-                if removed == 0 {
-                    Err(job_missing(&job))
-                } else {
-                    Ok(())
-                }
-            })
-            .await?;
+        // The port gives cancellations no time: the event is dated by this machine's clock.
+        let now_ms = SystemClock.now_ms();
+        self.write(instance, move |c, table| {
+            let removed = c
+                .execute(&format!("DELETE FROM \"{table}\" WHERE id = ?1"), [&job])
+                .map_err(map_err(&name))?;
+            if removed == 0 {
+                Err(job_missing(&job))
+            } else {
+                record(c, table, &job, JobEventKind::Cancelled, None, now_ms)
+            }
+        })
+        .await?;
         lock(&self.leases(instance.id)).held.remove(id);
         Ok(())
     }
@@ -370,7 +440,6 @@ impl JobQueue for SqliteJobQueue {
         if current.is_empty() {
             return Ok(0);
         }
-        let table = self.table(instance);
         let name = instance.name.to_string();
         let ops: Vec<(Settlement, u32)> = current
             .iter()
@@ -378,9 +447,10 @@ impl JobQueue for SqliteJobQueue {
             .cloned()
             .collect();
         if !ops.is_empty() {
-            self.db()
-                .write(move |c| settle_jobs(c, &table, &name, now_ms, &ops))
-                .await?;
+            self.write(instance, move |c, table| {
+                settle_jobs(c, table, &name, now_ms, &ops)
+            })
+            .await?;
         }
         // Released only once the outcome is committed, so no claim in between can pick a
         // job that is being removed or postponed.
@@ -391,6 +461,61 @@ impl JobQueue for SqliteJobQueue {
             }
         }
         Ok(current.len())
+    }
+
+    async fn events(
+        &self,
+        instance: &Instance,
+        since: u64,
+        limit: usize,
+    ) -> Result<ChangesPage<JobEvent>> {
+        let table = self.table(instance);
+        let name = instance.name.to_string();
+        self.db().read_now(|c| {
+            let log = format!("{table}_ev");
+            if !table_exists(c, &log)? {
+                // A queue untouched since before event logs existed has none yet.
+                return if table_exists(c, &table)? {
+                    check_since(instance, since, 0, None)?;
+                    Ok(ChangesPage::default())
+                } else {
+                    Err(queue_missing(&name))
+                };
+            }
+            changelog::page(c, &log, "id, event, error", instance, since, limit, |r| {
+                let event: String = r.get(2)?;
+                Ok(JobEvent {
+                    seq: r.get::<_, i64>(0)? as u64,
+                    id: r.get(1)?,
+                    event: JobEventKind::from_stored(&event).map_err(|e| {
+                        rusqlite::Error::FromSqlConversionFailure(
+                            2,
+                            rusqlite::types::Type::Text,
+                            Box::new(e),
+                        )
+                    })?,
+                    error: r.get(3)?,
+                })
+            })
+        })
+    }
+
+    async fn event_head(&self, instance: &Instance) -> Result<u64> {
+        let table = self.table(instance);
+        self.db().read_now(|c| {
+            if !table_exists(c, &table)? {
+                return Err(queue_missing(&instance.name));
+            }
+            changelog::head(c, &format!("{table}_ev"))
+        })
+    }
+
+    async fn compact_events(&self, before_ms: i64) -> Result<u64> {
+        changelog::compact(self.db(), "q[0-9]*_ev", before_ms).await
+    }
+
+    fn subscribe_events(&self, listener: Weak<dyn FeedListener>) {
+        changelog::subscribe(&self.listeners, listener);
     }
 
     async fn recover(&self, _now_ms: i64) -> Result<usize> {
@@ -520,7 +645,12 @@ fn settle_jobs(
     settlements: &[(Settlement, u32)],
 ) -> Result<()> {
     for (s, attempt) in settlements {
-        match &s.outcome {
+        let event = match &s.outcome {
+            Outcome::Delivered => Some((JobEventKind::Delivered, None)),
+            Outcome::Failed { error } => Some((JobEventKind::Error, Some(error.as_str()))),
+            Outcome::RetryAt { .. } | Outcome::Released => None,
+        };
+        let changed = match &s.outcome {
             Outcome::Delivered => c
                 .prepare_cached(&format!("DELETE FROM \"{table}\" WHERE id = ?1"))
                 .and_then(|mut st| st.execute(params![s.id])),
@@ -539,6 +669,11 @@ fn settle_jobs(
             Outcome::Released => Ok(0),
         }
         .map_err(map_err(name))?;
+        if changed > 0
+            && let Some((event, error)) = event
+        {
+            record(c, table, &s.id, event, error, now_ms)?;
+        }
     }
     Ok(())
 }

@@ -26,6 +26,7 @@
 //! `quintet_`, so one database can hold several deployments (and the tests' throwaway
 //! schemas). The crate knows nothing of HTTP.
 
+mod changelog;
 pub mod config;
 pub mod data;
 pub mod database;

@@ -1,6 +1,6 @@
 //! What the change feeds of one node share: a wake-up per followed instance, the count of
 //! open streams (per client and in all), the end of every stream at shutdown, and the
-//! periodic compaction of change logs.
+//! periodic compaction of change logs (of data instances) and event logs (of queues).
 //!
 //! Streams pull: each reads the change log from its own position, at its own pace, and
 //! waits for a wake-up when it has read everything. Nothing is buffered per subscriber
@@ -15,7 +15,7 @@ use std::{
 
 use quintet_core::{
     Clock, Error, InstanceId, Result,
-    ports::{changes::FeedListener, data::DocStore},
+    ports::{changes::FeedListener, data::DocStore, queue::JobQueue},
 };
 use tokio::{sync::watch, task::JoinHandle};
 
@@ -150,9 +150,14 @@ impl FeedHub {
         }
     }
 
-    /// Remove change entries older than the retention from `data` now, and then
-    /// periodically (a tenth of the retention, between a second and ten minutes).
-    pub fn start_compactor(&self, data: Arc<dyn DocStore>, clock: Arc<dyn Clock>) {
+    /// Remove change entries older than the retention from `data` and `queue` now, and
+    /// then periodically (a tenth of the retention, between a second and ten minutes).
+    pub fn start_compactor(
+        &self,
+        data: Arc<dyn DocStore>,
+        queue: Arc<dyn JobQueue>,
+        clock: Arc<dyn Clock>,
+    ) {
         let retention = self.settings.retention;
         let every = (retention / 10).clamp(Duration::from_secs(1), Duration::from_secs(600));
         let keep_ms = i64::try_from(retention.as_millis()).unwrap_or(i64::MAX);
@@ -166,6 +171,11 @@ impl FeedHub {
                     Ok(0) => {}
                     Ok(n) => tracing::debug!(removed = n, "compacted change logs"),
                     Err(e) => tracing::warn!(error = %e, "compacting change logs failed"),
+                }
+                match queue.compact_events(before).await {
+                    Ok(0) => {}
+                    Ok(n) => tracing::debug!(removed = n, "compacted queue event logs"),
+                    Err(e) => tracing::warn!(error = %e, "compacting queue event logs failed"),
                 }
             }
         });

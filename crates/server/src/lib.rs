@@ -96,9 +96,11 @@ pub fn app(
 pub async fn startup(state: &AppState) -> Result<()> {
     state.services.sweep().await?;
     state.auth.keys.start_flusher();
-    state
-        .feeds
-        .start_compactor(Arc::clone(&state.services.data), Arc::clone(&state.clock));
+    state.feeds.start_compactor(
+        Arc::clone(&state.services.data),
+        Arc::clone(&state.services.queue),
+        Arc::clone(&state.clock),
+    );
     Ok(())
 }
 

@@ -120,7 +120,8 @@ impl AppState {
         // Held weakly by the data adapter, like the registry's listener.
         let feed_listener: Weak<FeedHub> = Arc::downgrade(&feeds);
         let feed_listener: Weak<dyn FeedListener> = feed_listener;
-        services.data.subscribe_changes(feed_listener);
+        services.data.subscribe_changes(feed_listener.clone());
+        services.queue.subscribe_events(feed_listener);
         let usage = Arc::new(Usage::new(Arc::clone(&services), Arc::clone(&clock)));
         let connections = ConnectionLimits::new(
             config.connections.max_connections,

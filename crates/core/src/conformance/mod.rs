@@ -242,6 +242,7 @@ macro_rules! queue_conformance {
                 restored_jobs_keep_their_status_and_attempts,
                 cancel_removes_ready_and_error_jobs,
                 settling_a_cancelled_claim_changes_nothing,
+                job_changes_are_events_in_order,
                 concurrent_claims_never_share_a_job,
                 a_dropped_queue_holds_nothing,
                 depth_counts_jobs_by_state,

@@ -10,8 +10,8 @@ use serde_json::{Value, json};
 use crate::{
     Error, Instance, InstanceConfig,
     ports::queue::{
-        CarriedJob, ClaimedJob, IdempotencyKey, JobBody, JobQueue, JobStatus, ListJobs, Outcome,
-        QueueConfig, QueueDepth, Settlement,
+        CarriedJob, ClaimedJob, IdempotencyKey, JobBody, JobEventKind, JobQueue, JobStatus,
+        ListJobs, Outcome, QueueConfig, QueueDepth, Settlement,
     },
 };
 
@@ -570,6 +570,115 @@ pub async fn depth_counts_jobs_by_state(port: &dyn JobQueue) {
     port.drop_instance(&q).await.expect("drop");
     assert!(matches!(port.depth(&q).await, Err(Error::NotFound(_))));
     port.drop_instance(&other).await.expect("drop");
+}
+
+/// Every enqueue, delivery, failure, cancellation and retry that changed a job is one
+/// event, numbered from 1 in order; claims, postponed retries, releases and settlements
+/// that no longer hold their job are none. Pages resume after any position; a position
+/// beyond the head or compacted away is gone.
+pub async fn job_changes_are_events_in_order(port: &dyn JobQueue) {
+    let q = fresh(port).await;
+    let other = fresh(port).await;
+    assert_eq!(port.event_head(&q).await.expect("head"), 0);
+    assert!(
+        port.events(&q, 0, 100)
+            .await
+            .expect("events")
+            .changes
+            .is_empty()
+    );
+
+    let a = put(port, &q, json!({"n": 1}), T0).await;
+    let b = put(port, &q, json!({"n": 2}), T0).await;
+    put(port, &other, json!({"n": 3}), T0).await;
+    let jobs = claim(port, &q, T0, 2).await;
+    let (ja, jb) = match jobs.as_slice() {
+        [x, y] if x.id == a => (x.clone(), y.clone()),
+        [x, y] => (y.clone(), x.clone()),
+        _ => panic!("two claimed"),
+    };
+    port.settle(
+        &q,
+        T0 + 1,
+        settle(
+            &ja,
+            Outcome::RetryAt {
+                due_ms: T0 + 10,
+                error: "later".into(),
+            },
+        ),
+    )
+    .await
+    .expect("postpone");
+    port.settle(
+        &q,
+        T0 + 1,
+        settle(&jb, Outcome::Failed { error: "no".into() }),
+    )
+    .await
+    .expect("fail");
+    port.retry(&q, &b, T0 + 2).await.expect("retry");
+    port.cancel(&q, &b).await.expect("cancel");
+    // Settling b's old claim again changes nothing: no event.
+    port.settle(&q, T0 + 3, settle(&jb, Outcome::Delivered))
+        .await
+        .expect("stale settle");
+    let again = claim(port, &q, T0 + 10, 1).await;
+    port.settle(&q, T0 + 11, settle(&again[0], Outcome::Delivered))
+        .await
+        .expect("deliver");
+
+    let page = port.events(&q, 0, 100).await.expect("events");
+    let seen: Vec<(u64, &str, JobEventKind)> = page
+        .changes
+        .iter()
+        .map(|e| (e.seq, e.id.as_str(), e.event))
+        .collect();
+    assert_eq!(
+        seen,
+        vec![
+            (1, a.as_str(), JobEventKind::Ready),
+            (2, b.as_str(), JobEventKind::Ready),
+            (3, b.as_str(), JobEventKind::Error),
+            (4, b.as_str(), JobEventKind::Retried),
+            (5, b.as_str(), JobEventKind::Cancelled),
+            (6, a.as_str(), JobEventKind::Delivered),
+        ]
+    );
+    assert_eq!(page.changes[2].error.as_deref(), Some("no"));
+    assert_eq!(page.changes[0].error, None);
+    assert_eq!(page.last_seq, 6);
+    assert_eq!(port.event_head(&q).await.expect("head"), 6);
+    let rest = port.events(&q, 4, 1).await.expect("resume");
+    assert_eq!(rest.changes.len(), 1);
+    assert_eq!(rest.changes[0].seq, 5);
+    assert_eq!(rest.last_seq, 5);
+    let none = port.events(&q, 6, 100).await.expect("at the head");
+    assert!(none.changes.is_empty());
+    assert_eq!(none.last_seq, 6);
+    assert!(matches!(port.events(&q, 7, 100).await, Err(Error::Gone(_))));
+    assert_eq!(port.event_head(&other).await.expect("other's head"), 1);
+
+    // Compaction removes a prefix of every log; reading from before it is gone.
+    let removed = port.compact_events(i64::MAX).await.expect("compact");
+    assert!(removed >= 7, "{removed}");
+    assert!(matches!(port.events(&q, 0, 100).await, Err(Error::Gone(_))));
+    let at_head = port
+        .events(&q, 6, 100)
+        .await
+        .expect("the head is still a position");
+    assert!(at_head.changes.is_empty());
+    put(port, &q, json!({"n": 4}), T0 + 20).await;
+    let next = port.events(&q, 6, 100).await.expect("after compaction");
+    assert_eq!(next.changes.len(), 1);
+    assert_eq!(next.changes[0].seq, 7, "numbers are never reused");
+
+    port.drop_instance(&q).await.expect("drop");
+    assert!(matches!(
+        port.events(&q, 0, 100).await,
+        Err(Error::NotFound(_))
+    ));
+    assert!(matches!(port.event_head(&q).await, Err(Error::NotFound(_))));
 }
 
 /// Await every future, polling them together (no runtime dependency in core).

@@ -32,17 +32,49 @@ pub struct Change {
     pub deleted: bool,
 }
 
-/// Entries after a position, in order, and the position to resume from.
-#[derive(Debug, Clone, PartialEq, Eq, Default)]
-pub struct ChangesPage {
+/// Entries after a position, in order, and the position to resume from: of a data
+/// instance's change log ([`Change`]) or of a queue's event log
+/// ([`super::queue::JobEvent`]).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ChangesPage<C = Change> {
     /// The entries, by increasing `seq`, with no gap.
-    pub changes: Vec<Change>,
+    pub changes: Vec<C>,
     /// The last entry answered; without entries, the log's head (the position asked for
     /// when nothing followed it).
     pub last_seq: u64,
 }
 
-/// Told by a data adapter when an instance's log may have grown.
+impl<C> Default for ChangesPage<C> {
+    fn default() -> Self {
+        Self {
+            changes: Vec::new(),
+            last_seq: 0,
+        }
+    }
+}
+
+/// An entry of a log: it carries its number.
+pub trait Numbered {
+    /// The entry's number in its log.
+    fn seq(&self) -> u64;
+}
+
+impl Numbered for Change {
+    fn seq(&self) -> u64 {
+        self.seq
+    }
+}
+
+impl<C: Numbered> ChangesPage<C> {
+    /// A page of `changes` read after `since`.
+    pub fn after(since: u64, changes: Vec<C>) -> Self {
+        let last_seq = changes.last().map_or(since, Numbered::seq);
+        Self { changes, last_seq }
+    }
+}
+
+/// Told by an adapter when an instance's log may have grown (a data instance's change
+/// log, a queue's or a bucket's event log: instance ids are unique across services).
 ///
 /// # Contract
 /// - `changed` is called after the commit is visible to readers, for every instance a
@@ -82,8 +114,9 @@ impl Since {
         let seq: Seq = text.parse()?;
         if seq.instance != instance.id {
             return Err(Error::Gone(format!(
-                "since {text:?} is a position in an earlier data instance named \"{}\", \
+                "since {text:?} is a position in an earlier {} instance named \"{}\", \
                  which was destroyed; read the changes again from since=0",
+                instance.kind(),
                 instance.name
             )));
         }
@@ -162,9 +195,10 @@ impl FromStr for Seq {
 /// (`oldest` is the first kept entry's number).
 pub fn compacted(instance: &Instance, since: u64, oldest: u64) -> Error {
     Error::Gone(format!(
-        "the changes of data instance \"{}\" after {} were compacted away (the oldest kept \
-         is {}): read the instance again (since=0 lists every document still there) and \
+        "the changes of {} instance \"{}\" after {} were compacted away (the oldest kept \
+         is {}): read the instance again (since=0 lists every entry still kept) and \
          follow its changes from the last_seq of that answer",
+        instance.kind(),
         instance.name,
         Seq::new(instance, since),
         Seq::new(instance, oldest)
@@ -175,9 +209,10 @@ pub fn compacted(instance: &Instance, since: u64, oldest: u64) -> Error {
 /// future, or made up).
 pub fn ahead(instance: &Instance, since: u64, head: u64) -> Error {
     Error::Gone(format!(
-        "since {} is ahead of data instance \"{}\", whose latest change is {}: read the \
+        "since {} is ahead of {} instance \"{}\", whose latest change is {}: read the \
          changes again from since=0",
         Seq::new(instance, since),
+        instance.kind(),
         instance.name,
         Seq::new(instance, head)
     ))

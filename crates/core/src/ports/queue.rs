@@ -14,6 +14,7 @@ use crate::{
     Error, Instance, InstanceId, Result, js_json,
     ports::{
         Lifecycle,
+        changes::{ChangesPage, FeedListener, Numbered},
         data::{Document, RawJson},
     },
 };
@@ -405,6 +406,79 @@ pub trait DueListener: Send + Sync + 'static {
     fn due(&self, queue: InstanceId);
 }
 
+/// What happened to a job, as a queue's event log records it (see [`JobQueue::events`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum JobEventKind {
+    /// Enqueued: READY, due now.
+    Ready,
+    /// Delivered (the worker answered 2xx): removed.
+    Delivered,
+    /// Failed: ERROR, with the error.
+    Error,
+    /// Cancelled: removed.
+    Cancelled,
+    /// Put back from ERROR to READY.
+    Retried,
+}
+
+impl JobEventKind {
+    /// The wire name: `ready`, `delivered`, `error`, `cancelled` or `retried`.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Self::Ready => "ready",
+            Self::Delivered => "delivered",
+            Self::Error => "error",
+            Self::Cancelled => "cancelled",
+            Self::Retried => "retried",
+        }
+    }
+
+    /// The job's state after the event; `None` once it is gone.
+    pub fn status(self) -> Option<JobStatus> {
+        match self {
+            Self::Ready | Self::Retried => Some(JobStatus::Ready),
+            Self::Error => Some(JobStatus::Error),
+            Self::Delivered | Self::Cancelled => None,
+        }
+    }
+
+    /// The kind stored as `text` ([`JobEventKind::as_str`]).
+    pub fn from_stored(text: &str) -> Result<Self> {
+        Ok(match text {
+            "ready" => Self::Ready,
+            "delivered" => Self::Delivered,
+            "error" => Self::Error,
+            "cancelled" => Self::Cancelled,
+            "retried" => Self::Retried,
+            other => {
+                return Err(Error::internal(format!(
+                    "a stored job event is {other:?}, which is no event"
+                )));
+            }
+        })
+    }
+}
+
+/// One entry of a queue's event log: job `id` went through `event` in the commit
+/// numbered `seq`.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct JobEvent {
+    /// The entry's number in its queue's log.
+    pub seq: u64,
+    /// The job's id.
+    pub id: String,
+    /// What happened.
+    pub event: JobEventKind,
+    /// The error of an [`JobEventKind::Error`] event.
+    pub error: Option<String>,
+}
+
+impl Numbered for JobEvent {
+    fn seq(&self) -> u64 {
+        self.seq
+    }
+}
+
 /// Durable jobs of queue instances, claimed for delivery with leases.
 ///
 /// # Contract
@@ -444,6 +518,13 @@ pub trait DueListener: Send + Sync + 'static {
 ///   called once at start-up.
 /// - Operations on a queue whose storage was dropped fail with [`Error::NotFound`].
 /// - Times are milliseconds since the epoch, given by the caller's clock.
+/// - Every enqueue, delivery (`Delivered`), failure (`Failed`), cancellation and retry
+///   that changed a job appends one [`JobEvent`] to the queue's event log in the same
+///   transaction (claims, postponed retries and releases do not). Entries are numbered
+///   without gaps in commit order, like a data instance's change log (see
+///   [`crate::ports::changes`]); `events` answers them as `DocStore::changes` does, and
+///   subscribed [`FeedListener`]s are told after each commit (on a shared engine, also of
+///   commits through other nodes).
 #[async_trait]
 pub trait JobQueue: Lifecycle {
     /// Store a new job, due now; returns its id (unique, time-ordered).
@@ -490,6 +571,26 @@ pub trait JobQueue: Lifecycle {
     /// How many jobs the queue holds in each state now (READY counts jobs being
     /// delivered), for the metrics. May count every job: callers cache it.
     async fn depth(&self, instance: &Instance) -> Result<QueueDepth>;
+    /// Events after entry `since`, at most `limit` (capped at
+    /// [`crate::ports::changes::MAX_CHANGES_PAGE`]); [`Error::Gone`] when entries after
+    /// `since` were compacted away or `since` is beyond the head
+    /// ([`crate::ports::changes::check_since`]).
+    async fn events(
+        &self,
+        instance: &Instance,
+        since: u64,
+        limit: usize,
+    ) -> Result<ChangesPage<JobEvent>>;
+
+    /// The number of the queue's latest event.
+    async fn event_head(&self, instance: &Instance) -> Result<u64>;
+
+    /// Remove events recorded before `before_ms` (of every queue, a prefix of each log);
+    /// returns how many.
+    async fn compact_events(&self, before_ms: i64) -> Result<u64>;
+
+    /// Tell `listener` after every commit that recorded events (held weakly).
+    fn subscribe_events(&self, listener: Weak<dyn FeedListener>);
 
     /// Call `listener` when jobs may have become claimable through other nodes (held
     /// weakly: a dropped listener is no longer called). An adapter only one node uses

@@ -171,26 +171,9 @@ pub(super) async fn head(db: &PgDatabase, instance: &Instance) -> Result<u64> {
     Ok(n.max(0) as u64)
 }
 
-/// Remove the entries written before `$1`, of every instance, but only a prefix of each
-/// log: an entry goes only with every entry before it, so a clock that stepped back never
-/// leaves a hole readers would not notice.
-const COMPACT: &str = "
-WITH keep AS (
-    SELECT instance, min(seq) AS first FROM quintet_data_changes
-    WHERE at_ms >= $1 GROUP BY instance
-)
-DELETE FROM quintet_data_changes c
-WHERE c.at_ms < $1
-  AND c.seq < coalesce((SELECT first FROM keep WHERE keep.instance = c.instance),
-                       9223372036854775807)";
-
 /// Remove entries written before `before_ms`, of every instance.
 pub(super) async fn compact(db: &PgDatabase, before_ms: i64) -> Result<u64> {
-    db.client()
-        .await?
-        .execute(COMPACT, &[&before_ms])
-        .await
-        .map_err(pg_error)
+    crate::changelog::compact(db, "quintet_data_changes", "instance", before_ms).await
 }
 
 /// First wait before reconnecting the `LISTEN` connection; doubled up to [`MAX_BACKOFF`].

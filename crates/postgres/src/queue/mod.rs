@@ -26,7 +26,12 @@
 //! queues with due jobs, for what notifications cannot carry: leases of a dead node that
 //! ran out, retries falling due on a node that stopped, notifications lost while the
 //! `LISTEN` connection was down.
+//!
+//! # Events
+//! Enqueues, deliveries, failures, cancellations and retries append to the queue's event
+//! log in the statement that changes the job: see [`events`].
 
+mod events;
 mod wake;
 
 use std::{
@@ -42,15 +47,18 @@ use quintet_core::{
     id::{IdGenerator, random_bytes},
     ports::{
         Keep, Lifecycle, PoolUsage,
+        changes::{ChangesPage, FeedListener},
         queue::{
-            CarriedJob, Claim, ClaimedJob, DueListener, IdempotencyKey, JobBody, JobQueue,
-            JobRecord, JobStatus, LeaseToken, ListJobs, Outcome, QueueDepth, Settlement,
+            CarriedJob, Claim, ClaimedJob, DueListener, IdempotencyKey, JobBody, JobEvent,
+            JobEventKind, JobQueue, JobRecord, JobStatus, LeaseToken, ListJobs, Outcome,
+            QueueDepth, Settlement,
             idempotency_key_taken, job_missing, job_not_failed, queue_missing, stored_job,
         },
     },
 };
 use tokio_postgres::error::SqlState;
 
+use self::events::{Wake, recorded};
 pub use self::wake::POLL_EVERY;
 use crate::{
     database::{PgClient, PgDatabase},
@@ -58,7 +66,8 @@ use crate::{
 };
 
 /// Schema migrations of the queue; append only (see [`PgDatabase::migrate`]).
-const MIGRATIONS: &[&str] = &[r#"
+const MIGRATIONS: &[&str] = &[
+    r#"
 CREATE TABLE quintet_queues (
     instance_id  BIGINT PRIMARY KEY
 );
@@ -85,7 +94,9 @@ CREATE TABLE quintet_jobs (
 
 CREATE INDEX quintet_jobs_due ON quintet_jobs (queue, due_ms, seq) WHERE status = 'READY';
 CREATE INDEX quintet_jobs_due_any ON quintet_jobs (due_ms) WHERE status = 'READY';
-"#];
+"#,
+    events::MIGRATION,
+];
 
 /// Jobs of every queue instance, in PostgreSQL, claimed with leases by any node.
 pub struct PgJobQueue {
@@ -241,10 +252,14 @@ impl JobQueue for PgJobQueue {
         // One statement: the notification goes out if and only if the job is committed.
         let inserted = client
             .execute(
-                "WITH job AS ( \
-                   INSERT INTO quintet_jobs (queue, id, status, job, idem, due_ms, created_ms, updated_ms) \
-                   VALUES ($1, $2, 'READY', $3, $4, $5, $5, $5) RETURNING queue) \
-                 SELECT pg_notify($6, queue::text) FROM job",
+                &recorded(
+                    "INSERT INTO quintet_jobs (queue, id, status, job, idem, due_ms, created_ms, updated_ms) \
+                     VALUES ($1, $2, 'READY', $3, $4, $5, $5, $5) RETURNING queue, id",
+                    JobEventKind::Ready,
+                    "NULL",
+                    "$6",
+                    Wake::Due,
+                ),
                 &[
                     &instance.id.0,
                     &id,
@@ -256,7 +271,10 @@ impl JobQueue for PgJobQueue {
             )
             .await;
         match inserted {
-            Ok(_) => Ok(id),
+            Ok(_) => {
+                self.wake.tell(instance.id);
+                Ok(id)
+            }
             Err(e) if is(&e, &SqlState::FOREIGN_KEY_VIOLATION) => {
                 Err(queue_missing(&instance.name))
             }
@@ -358,16 +376,21 @@ impl JobQueue for PgJobQueue {
         let client = self.db.client().await?;
         let changed = client
             .execute(
-                "WITH job AS ( \
-                   UPDATE quintet_jobs SET status = 'READY', attempts = 0, error = NULL, \
-                     due_ms = $3, updated_ms = $3, lease = NULL, lease_node = NULL \
-                   WHERE queue = $1 AND id = $2 AND status = 'ERROR' RETURNING queue) \
-                 SELECT pg_notify($4, queue::text) FROM job",
+                &recorded(
+                    "UPDATE quintet_jobs SET status = 'READY', attempts = 0, error = NULL, \
+                       due_ms = $3, updated_ms = $3, lease = NULL, lease_node = NULL \
+                     WHERE queue = $1 AND id = $2 AND status = 'ERROR' RETURNING queue, id",
+                    JobEventKind::Retried,
+                    "NULL",
+                    "$4",
+                    Wake::Due,
+                ),
                 &[&instance.id.0, &id, &now_ms, &self.channel],
             )
             .await
             .map_err(pg_error)?;
         if changed == 1 {
+            self.wake.tell(instance.id);
             return Ok(());
         }
         let found = client
@@ -388,12 +411,19 @@ impl JobQueue for PgJobQueue {
         let client = self.db.client().await?;
         let removed = client
             .execute(
-                "DELETE FROM quintet_jobs WHERE queue = $1 AND id = $2",
-                &[&instance.id.0, &id],
+                &recorded(
+                    "DELETE FROM quintet_jobs WHERE queue = $1 AND id = $2 RETURNING queue, id",
+                    JobEventKind::Cancelled,
+                    "NULL",
+                    "$3",
+                    Wake::Feeds,
+                ),
+                &[&instance.id.0, &id, &self.channel],
             )
             .await
             .map_err(pg_error)?;
         if removed > 0 {
+            self.wake.tell(instance.id);
             Ok(())
         } else if self.exists(&client, instance).await? {
             Err(job_missing(id))
@@ -477,15 +507,26 @@ impl JobQueue for PgJobQueue {
         let client = self.db.client().await?;
         let q = instance.id.0;
         let delete = client
-            .prepare_cached("DELETE FROM quintet_jobs WHERE queue = $1 AND id = $2 AND lease = $3")
+            .prepare_cached(&recorded(
+                "DELETE FROM quintet_jobs WHERE queue = $1 AND id = $2 AND lease = $3 \
+                 RETURNING queue, id",
+                JobEventKind::Delivered,
+                "NULL",
+                "$4",
+                Wake::Feeds,
+            ))
             .await
             .map_err(pg_error)?;
         let fail = client
-            .prepare_cached(
+            .prepare_cached(&recorded(
                 "UPDATE quintet_jobs SET status = 'ERROR', error = $4, updated_ms = $5, \
                    lease = NULL, lease_node = NULL \
-                 WHERE queue = $1 AND id = $2 AND lease = $3",
-            )
+                 WHERE queue = $1 AND id = $2 AND lease = $3 RETURNING queue, id",
+                JobEventKind::Error,
+                "$4",
+                "$6",
+                Wake::Feeds,
+            ))
             .await
             .map_err(pg_error)?;
         let later = client
@@ -515,10 +556,14 @@ impl JobQueue for PgJobQueue {
             let (delete, fail, later, release) = (&delete, &fail, &later, &release);
             async move {
                 match &s.outcome {
-                    Outcome::Delivered => client.execute(delete, &[&q, &id, &lease]).await,
+                    Outcome::Delivered => {
+                        client
+                            .execute(delete, &[&q, &id, &lease, &self.channel])
+                            .await
+                    }
                     Outcome::Failed { error } => {
                         client
-                            .execute(fail, &[&q, &id, &lease, error, &now_ms])
+                            .execute(fail, &[&q, &id, &lease, error, &now_ms, &self.channel])
                             .await
                     }
                     Outcome::RetryAt { due_ms, error } => {
@@ -536,7 +581,11 @@ impl JobQueue for PgJobQueue {
         }))
         .await
         .map_err(pg_error)?;
-        Ok(applied.iter().filter(|n| **n > 0).count())
+        let applied = applied.iter().filter(|n| **n > 0).count();
+        if applied > 0 {
+            self.wake.tell(instance.id);
+        }
+        Ok(applied)
     }
 
     async fn recover(&self, now_ms: i64) -> Result<usize> {
@@ -579,6 +628,27 @@ impl JobQueue for PgJobQueue {
             }
         }
         Ok(depth)
+    }
+
+    async fn events(
+        &self,
+        instance: &Instance,
+        since: u64,
+        limit: usize,
+    ) -> Result<ChangesPage<JobEvent>> {
+        events::page(&self.db, instance, since, limit).await
+    }
+
+    async fn event_head(&self, instance: &Instance) -> Result<u64> {
+        events::head(&self.db, instance).await
+    }
+
+    async fn compact_events(&self, before_ms: i64) -> Result<u64> {
+        events::compact(&self.db, before_ms).await
+    }
+
+    fn subscribe_events(&self, listener: Weak<dyn FeedListener>) {
+        self.wake.subscribe_feed(listener);
     }
 
     fn subscribe(&self, listener: Weak<dyn DueListener>) {

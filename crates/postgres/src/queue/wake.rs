@@ -6,6 +6,10 @@
 //! [`POLL_EVERY`], and right after the connection is restored, the task also asks which
 //! queues have due jobs and passes those on: that covers leases of dead nodes running out,
 //! retries falling due whose node stopped, and notifications lost while not listening.
+//!
+//! The same notifications wake the node's change feeds of queue events ([`FeedListener`]):
+//! a payload `e<id>` only them (the log grew, no job became due). When the connection is
+//! restored they re-read everything ([`FeedListener::resync`]).
 
 use std::{
     collections::BTreeSet,
@@ -13,7 +17,10 @@ use std::{
     time::Duration,
 };
 
-use quintet_core::{Clock, InstanceId, Result, ports::queue::DueListener};
+use quintet_core::{
+    Clock, InstanceId, Result,
+    ports::{changes::FeedListener, queue::DueListener},
+};
 use tokio::task::JoinHandle;
 
 use crate::{database::PgDatabase, error::pg_error, listen::Session};
@@ -28,6 +35,7 @@ const MIN_BACKOFF: Duration = Duration::from_millis(100);
 const MAX_BACKOFF: Duration = Duration::from_secs(5);
 
 type Listeners = Arc<Mutex<Vec<Weak<dyn DueListener>>>>;
+type Feeds = Arc<Mutex<Vec<Weak<dyn FeedListener>>>>;
 
 fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
     m.lock().unwrap_or_else(PoisonError::into_inner)
@@ -36,6 +44,7 @@ fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
 /// The listening and polling task, and who to tell.
 pub(super) struct Waker {
     listeners: Listeners,
+    feeds: Feeds,
     task: Mutex<Option<JoinHandle<()>>>,
 }
 
@@ -48,22 +57,36 @@ impl Waker {
         clock: Arc<dyn Clock>,
     ) -> Result<Self> {
         let listeners: Listeners = Arc::new(Mutex::new(Vec::new()));
+        let feeds: Feeds = Arc::new(Mutex::new(Vec::new()));
         let first = Session::open(db, "queue-listen", channel).await?;
         let task = tokio::spawn(run(
             db.clone(),
             channel.to_owned(),
             clock,
-            Arc::clone(&listeners),
+            (Arc::clone(&listeners), Arc::clone(&feeds)),
             first,
         ));
         Ok(Self {
             listeners,
+            feeds,
             task: Mutex::new(Some(task)),
         })
     }
 
     pub(super) fn subscribe(&self, listener: Weak<dyn DueListener>) {
         lock(&self.listeners).push(listener);
+    }
+
+    pub(super) fn subscribe_feed(&self, listener: Weak<dyn FeedListener>) {
+        lock(&self.feeds).push(listener);
+    }
+
+    /// Tell this node's change feeds that `queue`'s event log grew (a write through this
+    /// node, before it is answered; the notification follows for the other nodes).
+    pub(super) fn tell(&self, queue: InstanceId) {
+        for l in live_feeds(&self.feeds) {
+            l.changed(queue);
+        }
     }
 
     /// Stop listening and polling.
@@ -92,6 +115,12 @@ fn tell(listeners: &Listeners, queue: InstanceId) {
     }
 }
 
+fn live_feeds(feeds: &Feeds) -> Vec<Arc<dyn FeedListener>> {
+    let mut all = lock(feeds);
+    all.retain(|l| l.strong_count() > 0);
+    all.iter().filter_map(Weak::upgrade).collect()
+}
+
 /// Queues with READY jobs due at `now_ms` (including leases that ran out).
 async fn due_queues(db: &PgDatabase, now_ms: i64) -> Result<BTreeSet<i64>> {
     let rows = db
@@ -112,7 +141,7 @@ async fn run(
     db: PgDatabase,
     channel: String,
     clock: Arc<dyn Clock>,
-    listeners: Listeners,
+    (listeners, feeds): (Listeners, Feeds),
     first: Session,
 ) {
     let mut session = Some(first);
@@ -128,6 +157,9 @@ async fn run(
                     session = Some(s);
                     backoff = MIN_BACKOFF;
                     poll.reset_immediately();
+                    for l in live_feeds(&feeds) {
+                        l.resync();
+                    }
                 }
                 Err(e) => {
                     tracing::warn!(error = %e, retry_in = ?backoff, "cannot listen for queued jobs");
@@ -139,10 +171,23 @@ async fn run(
         let mut lost = false;
         tokio::select! {
             payload = current.payloads.recv() => match payload {
-                Some(Some(payload)) => match payload.parse::<i64>() {
-                    Ok(id) => tell(&listeners, InstanceId(id)),
-                    Err(_) => tracing::warn!(payload, "unreadable queue notification"),
-                },
+                Some(Some(payload)) => {
+                    let (due, id) = match payload.strip_prefix('e') {
+                        Some(rest) => (false, rest.parse::<i64>()),
+                        None => (true, payload.parse::<i64>()),
+                    };
+                    match id {
+                        Ok(id) => {
+                            if due {
+                                tell(&listeners, InstanceId(id));
+                            }
+                            for l in live_feeds(&feeds) {
+                                l.changed(InstanceId(id));
+                            }
+                        }
+                        Err(_) => tracing::warn!(payload, "unreadable queue notification"),
+                    }
+                }
                 _ => lost = true,
             },
             _ = poll.tick() => match due_queues(&db, clock.now_ms()).await {

@@ -62,6 +62,7 @@ static ASSETS: &[Asset] = &[
     asset!("app.js", JS),
     asset!("api.js", JS),
     asset!("ui.js", JS),
+    asset!("live.js", JS),
     asset!("pages/overview.js", JS),
     asset!("pages/accounts.js", JS),
     asset!("pages/apps.js", JS),

@@ -588,6 +588,24 @@ fn schemas() -> Value {
                 "last_seq": {"type": "string"},
             },
         },
+        "JobEvent": {
+            "type": "object", "required": ["seq", "id", "event", "status"],
+            "properties": {
+                "seq": {"type": "string", "description": "Opaque; resume with `since=<seq>`."},
+                "id": {"type": "string", "description": "The job's id."},
+                "event": {"type": "string", "enum": ["ready", "delivered", "error", "cancelled", "retried"]},
+                "status": {"type": ["string", "null"], "enum": ["READY", "ERROR", null], "description": "The job's state after the event; null once it is gone."},
+                "error": {"type": "string", "description": "With `error` events: the worker's answer or why delivery gave up."},
+            },
+        },
+        "JobEvents": {
+            "type": "object", "required": ["ok", "results", "last_seq"],
+            "properties": {
+                "ok": {"const": true},
+                "results": {"type": "array", "items": schema("JobEvent")},
+                "last_seq": {"type": "string"},
+            },
+        },
     }));
     parts.push(json!({
         "ImportReport": {

@@ -434,6 +434,8 @@ mod tests {
         for path in [
             "/data/{instance}/_changes",
             "/{app}/data/{instance}/_changes",
+            "/queue/{instance}/_changes",
+            "/{app}/queue/{instance}/_changes",
         ] {
             let schema = &document()["paths"][path]["get"]["responses"]["200"]["content"]["text/event-stream"]
                 ["schema"];

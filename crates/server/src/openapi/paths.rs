@@ -386,29 +386,40 @@ fn data() -> Vec<Op> {
         )
         .answer("200", json_answer("The indexes.", schema("Indexes")))
         .answer("404", instance_missing()),
-        changes(),
+        changes("data"),
     ]
 }
 
-/// `GET /data/{instance}/_changes`: one operation whose answer's media type follows `feed`
-/// (docs/feed.md).
-fn changes() -> Op {
+/// `GET /<kind>/{instance}/_changes` (`data`: the changes of documents; `queue`: job
+/// events): one operation whose answer's media type follows `feed` (docs/feed.md).
+fn changes(kind: &'static str) -> Op {
     let text = json!({"schema": {"type": "string"}});
-    Op::new(
-        "GET",
-        "/data/{instance}/_changes",
-        Service,
-        "data.changes",
-        "data",
-        "Follow the changes",
-    )
-    .describe(
-        "The instance's change feed (docs/feed.md). `normal` and `longpoll` answer JSON; \
-         `continuous` streams one JSON change per line (`application/x-ndjson`; heartbeats \
-         are empty lines; the last line is `{ok, last_seq}` or `{ok:false, status, msg, \
-         last_seq}`); `eventsource` streams Server-Sent Events (`text/event-stream`), each \
-         change a message whose `id` is its sequence, then an `end` event.",
-    )
+    let (path, id, summary, page, describe) = match kind {
+        "data" => (
+            "/data/{instance}/_changes",
+            "data.changes",
+            "Follow the changes",
+            "Changes",
+            "The instance's change feed (docs/feed.md). `normal` and `longpoll` answer JSON; \
+             `continuous` streams one JSON change per line (`application/x-ndjson`; heartbeats \
+             are empty lines; the last line is `{ok, last_seq}` or `{ok:false, status, msg, \
+             last_seq}`); `eventsource` streams Server-Sent Events (`text/event-stream`), each \
+             change a message whose `id` is its sequence, then an `end` event.",
+        ),
+        _ => (
+            "/queue/{instance}/_changes",
+            "queue.changes",
+            "Follow the job events",
+            "JobEvents",
+            "The queue's job events (docs/feed.md): enqueued (`ready`), `delivered`, `error`, \
+             `cancelled`, `retried`, in commit order. The feeds and their formats are the data \
+             change feed's: `normal` and `longpoll` answer JSON, `continuous` NDJSON, \
+             `eventsource` Server-Sent Events, each event a message whose `id` is its \
+             sequence, then an `end` event.",
+        ),
+    };
+    let op = Op::new("GET", path, Service, id, kind, summary)
+    .describe(describe)
     .param(query(
         "since",
         "`0` (default), `now`, or a `seq`/`last_seq` this feed answered.",
@@ -423,16 +434,6 @@ fn changes() -> Op {
         "limit",
         "At most this many changes (`normal`, `longpoll`: at most 10,000); a stream ends after them.",
         json!({"type": "integer", "minimum": 1}),
-    ))
-    .param(query(
-        "include_docs",
-        "Add each document as it is now (`doc`).",
-        json!({"type": "string", "enum": ["true", "false"]}),
-    ))
-    .param(query(
-        "selector",
-        "A Mango selector, URL-encoded JSON: only changes whose document matches (deletions always pass).",
-        json!({"type": "string"}),
     ))
     .param(query(
         "heartbeat",
@@ -454,7 +455,7 @@ fn changes() -> Op {
         json!({
             "description": "`normal`, `longpoll`: the changes as JSON. `continuous`: NDJSON. `eventsource`: Server-Sent Events.",
             "content": {
-                "application/json": {"schema": schema("Changes")},
+                "application/json": {"schema": schema(page)},
                 "application/x-ndjson": text.clone(),
                 // Described per event (as OpenAPI 3.2's `itemSchema` does, and as
                 // schemathesis checks a stream): a message carries a change as JSON text
@@ -474,7 +475,20 @@ fn changes() -> Op {
     .answer("404", instance_missing())
     .answer("410", error("`since` is no longer kept: start again from `0` or `now`."))
     .answer("422", error("A bad parameter."))
-    .answer("429", error("Over the bounds of open streams (Retry-After)."))
+    .answer("429", error("Over the bounds of open streams (Retry-After)."));
+    if kind != "data" {
+        return op;
+    }
+    op.param(query(
+        "include_docs",
+        "Add each document as it is now (`doc`).",
+        json!({"type": "string", "enum": ["true", "false"]}),
+    ))
+    .param(query(
+        "selector",
+        "A Mango selector, URL-encoded JSON: only changes whose document matches (deletions always pass).",
+        json!({"type": "string"}),
+    ))
 }
 
 fn cache() -> Vec<Op> {
@@ -764,6 +778,7 @@ fn queue() -> Vec<Op> {
             "Cancel a job",
         )
         .answer("200", ok("Removed.")),
+        changes("queue"),
     ]
 }
 

@@ -1,12 +1,17 @@
-//! `GET /data/<instance>/_changes`: a data instance's changes, as one answer (`normal`),
-//! one answer once there is something to say (`longpoll`), or a stream (`continuous`:
-//! a JSON object per line; `eventsource`: Server-Sent Events).
+//! `GET /data/<instance>/_changes` (a data instance's changes) and `GET
+//! /queue/<instance>/_changes` (a queue's job events), as one answer (`normal`), one answer
+//! once there is something to say (`longpoll`), or a stream (`continuous`: a JSON object
+//! per line; `eventsource`: Server-Sent Events).
+//!
+//! Both follow a log numbered from 1 in commit order ([`Log`]); everything else — the
+//! parameters, waiting, bounds, credentials, the formats — is shared.
 //!
 //! The calls, their parameters and the formats: `docs/feed.md`. How streams wait and why
 //! a slow one costs writers nothing: [`crate::feed`].
 
 use std::{collections::VecDeque, sync::Arc, time::Duration};
 
+use async_trait::async_trait;
 use axum::{
     Extension, Router,
     body::{Body, Bytes},
@@ -19,7 +24,10 @@ use futures_util::stream;
 use quintet_core::{
     Error, Instance, Result,
     mango::Selector,
-    ports::changes::{Change, MAX_CHANGES_PAGE, Seq, Since},
+    ports::{
+        changes::{Change, MAX_CHANGES_PAGE, Seq, Since},
+        queue::JobEvent,
+    },
 };
 use serde_json::{Map, Value};
 use tokio::{sync::watch, time::Instant};
@@ -50,7 +58,9 @@ const MIN_HEARTBEAT_MS: u64 = 100;
 const CREDENTIAL_CHECK: Duration = Duration::from_secs(1);
 
 pub(super) fn routes() -> Router<AppState> {
-    Router::new().route("/data/{instance}/_changes", get(changes))
+    Router::new()
+        .route("/data/{instance}/_changes", get(data_changes))
+        .route("/queue/{instance}/_changes", get(queue_changes))
 }
 
 /// `feed`.
@@ -93,7 +103,14 @@ fn millis(name: &str, v: &str) -> Result<u64> {
 }
 
 impl Params {
-    fn parse(pairs: &[(String, String)], headers: &HeaderMap, inst: &Instance) -> Result<Self> {
+    /// The parameters of a feed of `inst`; `include_docs` and `selector` only where the
+    /// log holds documents (`docs`).
+    fn parse(
+        pairs: &[(String, String)],
+        headers: &HeaderMap,
+        inst: &Instance,
+        docs: bool,
+    ) -> Result<Self> {
         let mut since = None;
         let (mut feed, mut limit, mut include_docs, mut selector) =
             (Feed::Normal, None, false, None);
@@ -120,6 +137,13 @@ impl Params {
                         Error::invalid(format!("limit must be a positive integer, not {v:?}"))
                     })?;
                     limit = Some(n);
+                }
+                "include_docs" | "selector" if !docs => {
+                    return Err(Error::invalid(format!(
+                        "{k} applies to the changes of data instances; {} feeds carry no \
+                         documents",
+                        inst.kind()
+                    )));
                 }
                 "include_docs" => include_docs = flag("include_docs", v)?,
                 "selector" => {
@@ -182,7 +206,7 @@ fn client_of(principal: Option<&Principal>, addr: Option<&ClientAddr>) -> String
     }
 }
 
-async fn changes(
+async fn data_changes(
     State(s): State<AppState>,
     inst: Inst<kind::Data>,
     principal: Option<Extension<Principal>>,
@@ -192,7 +216,43 @@ async fn changes(
 ) -> ApiResult {
     let Query(pairs) =
         params.map_err(|e| ApiError(Error::BadRequest(format!("bad query string: {e}"))))?;
-    let p = Params::parse(&pairs, &headers, &inst)?;
+    let mut p = Params::parse(&pairs, &headers, &inst, true)?;
+    let log = DataLog {
+        s: s.clone(),
+        inst: Arc::clone(&inst.0),
+        include_docs: p.include_docs,
+        selector: p.selector.take(),
+    };
+    follow(s, inst.0, p, principal, addr, Box::new(log)).await
+}
+
+async fn queue_changes(
+    State(s): State<AppState>,
+    inst: Inst<kind::Queue>,
+    principal: Option<Extension<Principal>>,
+    addr: Option<Extension<ClientAddr>>,
+    headers: HeaderMap,
+    params: Result<Query<Vec<(String, String)>>, QueryRejection>,
+) -> ApiResult {
+    let Query(pairs) =
+        params.map_err(|e| ApiError(Error::BadRequest(format!("bad query string: {e}"))))?;
+    let p = Params::parse(&pairs, &headers, &inst, false)?;
+    let log = QueueLog {
+        s: s.clone(),
+        inst: Arc::clone(&inst.0),
+    };
+    follow(s, inst.0, p, principal, addr, Box::new(log)).await
+}
+
+/// Answer a feed of `inst`'s `log`: admitted against the stream bounds unless `normal`.
+async fn follow(
+    s: AppState,
+    inst: Arc<Instance>,
+    p: Params,
+    principal: Option<Extension<Principal>>,
+    addr: Option<Extension<ClientAddr>>,
+    log: Box<dyn Log>,
+) -> ApiResult {
     let principal = principal.map(|Extension(p)| p);
     let guard = match p.feed {
         Feed::Normal => None,
@@ -201,11 +261,151 @@ async fn changes(
                 .admit(client_of(principal.as_ref(), addr.as_ref().map(|e| &e.0)))?,
         ),
     };
-    let follower = Follower::start(s, Arc::clone(&inst.0), p, principal, guard).await?;
+    let follower = Follower::start(s, inst, p, principal, guard, log).await?;
     match follower.params.feed {
         Feed::Normal | Feed::Longpoll => follower.answer().await,
         Feed::Continuous | Feed::EventSource => Ok(follower.stream()),
     }
+}
+
+/// What one read of a log gave.
+struct Read {
+    /// The entries to send, as sent (after any filter).
+    out: Vec<Value>,
+    /// The last entry read, sent or not; `None` when nothing followed.
+    last: Option<u64>,
+}
+
+/// A log a feed follows: entries numbered from 1 in commit order, with no gap.
+#[async_trait]
+trait Log: Send + Sync {
+    /// The number of the latest entry.
+    async fn head(&self) -> Result<u64>;
+
+    /// At most `want` entries after `at`, rendered.
+    async fn read(&self, at: u64, want: usize) -> Result<Read>;
+}
+
+/// A position of `inst`'s log as clients see it.
+fn seq(inst: &Instance, n: u64) -> String {
+    Seq::new(inst, n).to_string()
+}
+
+/// A data instance's change log.
+struct DataLog {
+    s: AppState,
+    inst: Arc<Instance>,
+    include_docs: bool,
+    selector: Option<Selector>,
+}
+
+#[async_trait]
+impl Log for DataLog {
+    async fn head(&self) -> Result<u64> {
+        self.s.services.data.change_head(&self.inst).await
+    }
+
+    async fn read(&self, at: u64, want: usize) -> Result<Read> {
+        let read = self.s.services.data.changes(&self.inst, at, want).await?;
+        if read.changes.is_empty() {
+            return Ok(Read {
+                out: Vec::new(),
+                last: None,
+            });
+        }
+        Ok(Read {
+            out: self.render(read.changes).await?,
+            last: Some(read.last_seq),
+        })
+    }
+}
+
+impl DataLog {
+    /// Changes as sent: seq, id, deleted, and the document when asked (or needed by the
+    /// selector, which checks the document as it is now; deletions always pass).
+    async fn render(&self, changes: Vec<Change>) -> Result<Vec<Value>> {
+        let need_doc = self.include_docs || self.selector.is_some();
+        let mut out = Vec::with_capacity(changes.len());
+        for c in changes {
+            let doc = if need_doc && !c.deleted {
+                match c.id.parse() {
+                    Ok(id) => self.s.services.data.get(&self.inst, &id).await?,
+                    Err(_) => None,
+                }
+            } else {
+                None
+            };
+            if let Some(sel) = &self.selector
+                && !c.deleted
+            {
+                // A document removed since is skipped: its deletion follows in the log.
+                let Some(doc) = &doc else { continue };
+                let parsed: Value = serde_json::from_str(doc.get())
+                    .map_err(|e| Error::internal(format!("a stored document: {e}")))?;
+                if !sel.matches(&parsed) {
+                    continue;
+                }
+            }
+            let mut m = Map::new();
+            m.insert("seq".into(), Value::String(seq(&self.inst, c.seq)));
+            m.insert("id".into(), Value::String(c.id));
+            m.insert("deleted".into(), Value::Bool(c.deleted));
+            if self.include_docs {
+                let doc = match doc {
+                    Some(raw) => serde_json::from_str::<Value>(raw.get())
+                        .map_err(|e| Error::internal(format!("a stored document: {e}")))?,
+                    None => Value::Null,
+                };
+                m.insert("doc".into(), doc);
+            }
+            out.push(Value::Object(m));
+        }
+        Ok(out)
+    }
+}
+
+/// A queue's event log.
+struct QueueLog {
+    s: AppState,
+    inst: Arc<Instance>,
+}
+
+#[async_trait]
+impl Log for QueueLog {
+    async fn head(&self) -> Result<u64> {
+        self.s.services.queue.event_head(&self.inst).await
+    }
+
+    async fn read(&self, at: u64, want: usize) -> Result<Read> {
+        let read = self.s.services.queue.events(&self.inst, at, want).await?;
+        let last = read.changes.last().map(|e| e.seq);
+        Ok(Read {
+            out: read
+                .changes
+                .into_iter()
+                .map(|e| job_event(&self.inst, e))
+                .collect(),
+            last,
+        })
+    }
+}
+
+/// A job event as sent: `{seq, id, event, status}`, and `error` with `error` events.
+fn job_event(inst: &Instance, e: JobEvent) -> Value {
+    let mut m = Map::new();
+    m.insert("seq".into(), Value::String(seq(inst, e.seq)));
+    m.insert("id".into(), Value::String(e.id));
+    m.insert("event".into(), Value::String(e.event.as_str().into()));
+    m.insert(
+        "status".into(),
+        e.event
+            .status()
+            .map_or(Value::Null, |st| Value::String(st.as_str().into())),
+    );
+    if let Some(error) = e.error {
+        m.insert("error".into(), Value::String(error));
+    }
+    Value::Object(m)
 }
 
 /// Why a stream ended.
@@ -222,6 +422,7 @@ enum End {
 struct Follower {
     s: AppState,
     inst: Arc<Instance>,
+    log: Box<dyn Log>,
     params: Params,
     principal: Option<Principal>,
     /// The last entry read (not necessarily sent: the selector may have skipped it).
@@ -243,15 +444,17 @@ impl Follower {
         params: Params,
         principal: Option<Principal>,
         guard: Option<StreamGuard>,
+        log: Box<dyn Log>,
     ) -> Result<Self> {
         // Watch before the first read: a change committed after it wakes us.
         let wake = s.feeds.watch(inst.id);
         let stopping = s.feeds.stopping();
         let at = match params.since {
-            Since::Now => s.services.data.change_head(&inst).await?,
+            Since::Now => log.head().await?,
             other => other.after(0),
         };
         Ok(Self {
+            log,
             deadline: params.timeout.map(|t| Instant::now() + t),
             next_check: Instant::now() + CREDENTIAL_CHECK,
             s,
@@ -273,77 +476,27 @@ impl Follower {
     }
 
     fn seq(&self, n: u64) -> String {
-        Seq::new(&self.inst, n).to_string()
+        seq(&self.inst, n)
     }
 
-    /// The next changes to send (after the selector), reading the log from `at` until
+    /// The next changes to send (after any filter), reading the log from `at` until
     /// something passes or the log is read to its end; `[]` at the end.
     async fn next_changes(&mut self, page: usize) -> Result<Vec<Value>> {
         loop {
+            // At most what `limit` leaves, so nothing read is left unsent.
             let want = page.min(self.remaining()).max(1);
             // Marked seen before reading: a commit after this read wakes the wait.
             self.wake.borrow_and_update();
-            let read = self
-                .s
-                .services
-                .data
-                .changes(&self.inst, self.at, want)
-                .await?;
-            if read.changes.is_empty() {
+            let read = self.log.read(self.at, want).await?;
+            let Some(last) = read.last else {
                 return Ok(Vec::new());
-            }
-            self.at = read.last_seq;
-            let out = self.render(read.changes).await?;
-            if !out.is_empty() {
-                self.sent += out.len();
-                return Ok(out);
-            }
-        }
-    }
-
-    /// Changes as sent: seq, id, deleted, and the document when asked (or needed by the
-    /// selector, which checks the document as it is now; deletions always pass).
-    async fn render(&self, changes: Vec<Change>) -> Result<Vec<Value>> {
-        let need_doc = self.params.include_docs || self.params.selector.is_some();
-        let mut out = Vec::with_capacity(changes.len());
-        for c in changes {
-            let doc = if need_doc && !c.deleted {
-                match c.id.parse() {
-                    Ok(id) => self.s.services.data.get(&self.inst, &id).await?,
-                    Err(_) => None,
-                }
-            } else {
-                None
             };
-            if let Some(sel) = &self.params.selector
-                && !c.deleted
-            {
-                // A document removed since is skipped: its deletion follows in the log.
-                let Some(doc) = &doc else { continue };
-                let parsed: Value = serde_json::from_str(doc.get())
-                    .map_err(|e| Error::internal(format!("a stored document: {e}")))?;
-                if !sel.matches(&parsed) {
-                    continue;
-                }
-            }
-            let mut m = Map::new();
-            m.insert("seq".into(), Value::String(self.seq(c.seq)));
-            m.insert("id".into(), Value::String(c.id));
-            m.insert("deleted".into(), Value::Bool(c.deleted));
-            if self.params.include_docs {
-                let doc = match doc {
-                    Some(raw) => serde_json::from_str::<Value>(raw.get())
-                        .map_err(|e| Error::internal(format!("a stored document: {e}")))?,
-                    None => Value::Null,
-                };
-                m.insert("doc".into(), doc);
-            }
-            out.push(Value::Object(m));
-            if out.len() >= self.remaining() {
-                break;
+            self.at = last;
+            if !read.out.is_empty() {
+                self.sent += read.out.len();
+                return Ok(read.out);
             }
         }
-        Ok(out)
     }
 
     /// When due, whether the client's key still grants access: a revoked key ends its

@@ -846,3 +846,66 @@ async fn the_feed_docs_eventsource_page_shows_writes_as_they_commit() {
     );
     b.quit().await;
 }
+
+#[tokio::test]
+async fn the_queue_page_follows_live_job_events() {
+    let s = server().await;
+    let w = Worker::start(Answer::Status(422, "no recipient".into())).await;
+    let key = s.new_app().await;
+    let token = token_of(&key.connection_string);
+    let app = &key.app;
+    s.send(
+        s.request(Method::PUT, &format!("/{app}/queue/mail"))
+            .bearer_auth(&token)
+            .json(&json!({"target": w.url()})),
+    )
+    .await
+    .expect(201);
+    let Some(b) = Browser::start(1280, 800).await else {
+        return;
+    };
+    let (dir, _keep) = shots();
+    sign_in(&b, &s).await;
+    b.goto(&s.url(&format!("/_console/#/queue?app={app}&instance=mail")))
+        .await;
+    b.wait_text("No failed jobs").await;
+    b.click("#live-toggle").await;
+    b.wait_text("Following this queue’s jobs").await;
+
+    // A job enqueued through the API appears as it is enqueued and as it fails, and the
+    // list of failed jobs refreshes.
+    let r = s
+        .send(
+            s.request(Method::POST, &format!("/{app}/queue/mail"))
+                .bearer_auth(&token)
+                .json(&json!({"to": "nobody"})),
+        )
+        .await
+        .expect(201);
+    let id = r.body["id"].as_str().unwrap().to_owned();
+    b.find(&format!(
+        "#live-changes li[data-id='{id}'][data-event=ready]"
+    ))
+    .await;
+    b.find(&format!(
+        "#live-changes li[data-id='{id}'][data-event=error]"
+    ))
+    .await;
+    b.find(&format!("[data-retry='{id}']")).await;
+    b.wait_text("no recipient").await;
+    b.screenshot(&dir.join("queue-live.png")).await;
+
+    // Cancelled through the API: the event shows, and the job leaves the list.
+    s.send(
+        s.request(Method::POST, &format!("/{app}/queue/mail/{id}/_cancel"))
+            .bearer_auth(&token),
+    )
+    .await
+    .expect(200);
+    b.find(&format!(
+        "#live-changes li[data-id='{id}'][data-event=cancelled]"
+    ))
+    .await;
+    b.wait_text("No failed jobs").await;
+    b.quit().await;
+}

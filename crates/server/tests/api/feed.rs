@@ -9,21 +9,22 @@ use reqwest::Method;
 use serde_json::{Value, json};
 
 /// A streaming answer read as it arrives: lines (`continuous`) or events (`eventsource`).
-struct Stream {
+/// Also used by the tests of the other services' feeds (`events.rs`).
+pub(crate) struct Stream {
     res: reqwest::Response,
     buf: String,
 }
 
 /// One Server-Sent Event.
 #[derive(Debug, Default, Clone, PartialEq)]
-struct Event {
-    id: Option<String>,
-    event: Option<String>,
-    data: String,
+pub(crate) struct Event {
+    pub(crate) id: Option<String>,
+    pub(crate) event: Option<String>,
+    pub(crate) data: String,
 }
 
 impl Stream {
-    async fn open(s: &TestServer, req: reqwest::RequestBuilder) -> Self {
+    pub(crate) async fn open(s: &TestServer, req: reqwest::RequestBuilder) -> Self {
         let res = s.http().execute(req.build().unwrap()).await.unwrap();
         assert_eq!(res.status(), 200, "{:?}", res.headers());
         Self {
@@ -44,7 +45,7 @@ impl Stream {
     }
 
     /// The next line (heartbeats, empty lines, skipped); `None` at the end.
-    async fn line(&mut self) -> Option<Value> {
+    pub(crate) async fn line(&mut self) -> Option<Value> {
         loop {
             if let Some(i) = self.buf.find('\n') {
                 let line: String = self.buf.drain(..=i).collect();
@@ -60,7 +61,7 @@ impl Stream {
     }
 
     /// The next event (comments, heartbeats, skipped); `None` at the end.
-    async fn event(&mut self) -> Option<Event> {
+    pub(crate) async fn event(&mut self) -> Option<Event> {
         loop {
             if let Some(i) = self.buf.find("\n\n") {
                 let block: String = self.buf.drain(..i + 2).collect();

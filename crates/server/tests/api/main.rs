@@ -13,6 +13,7 @@ mod cache;
 mod console;
 mod console_browser;
 mod data;
+mod events;
 mod feed;
 mod http;
 mod hyper_connect;

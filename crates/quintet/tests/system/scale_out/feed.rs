@@ -1,10 +1,11 @@
 //! The data change feed across two nodes on PostgreSQL: writes made through both nodes at
 //! once reach a subscriber that drops its stream at random points and resumes from its
-//! last sequence on either node, every change exactly once and in commit order.
+//! last sequence on either node, every change exactly once and in commit order. Queue
+//! events likewise, with the queue on PostgreSQL.
 
 use std::{collections::HashSet, path::Path};
 
-use quintet_testkit::{Client, Process, engines};
+use quintet_testkit::{Answer, Client, Process, Worker, engines};
 use reqwest::Method;
 use serde_json::{Value, json};
 
@@ -163,4 +164,78 @@ async fn a_write_through_one_node_wakes_a_subscriber_on_the_other() {
         .expect(201);
     let got = waiting.await.unwrap();
     assert_eq!(got["results"][0]["id"], "hello");
+}
+
+/// Queue events on two nodes sharing the queue on PostgreSQL: jobs enqueued through both
+/// nodes, and delivered by whichever node claims them, reach a subscriber on either node
+/// (woken by its `LISTEN` connection) once each, numbered without a gap, and both nodes
+/// answer the same log.
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn queue_events_through_two_nodes_reach_a_subscriber_on_either() {
+    let test = "queue_events_through_two_nodes_reach_a_subscriber_on_either";
+    let Some(pg) = engines::postgres(test).await else {
+        return;
+    };
+    let dir = tempfile::tempdir().unwrap();
+    let args = [
+        "--registry",
+        pg.url(),
+        "--queue",
+        pg.url(),
+        "--admin-token",
+        ADMIN_TOKEN,
+    ];
+    let a = Process::spawn(Path::new(BIN), &dir.path().join("a"), &args);
+    let b = Process::spawn(Path::new(BIN), &dir.path().join("b"), &args);
+    let worker = Worker::start(Answer::Status(200, String::new())).await;
+    a.create("queue", "q", Some(json!({"target": worker.url()})))
+        .await;
+    let nodes = [Client::new(&a.url("")), Client::new(&b.url(""))];
+    let mut on_b = Lines::open(&nodes[1], "/queue/q/_changes?feed=continuous&since=now").await;
+
+    const JOBS: usize = 100;
+    let mut ids = HashSet::new();
+    for n in 0..JOBS {
+        let r = nodes[n % 2]
+            .post("/queue/q", json!({ "n": n }))
+            .await
+            .expect(201);
+        ids.insert(r.body["id"].as_str().unwrap().to_owned());
+    }
+    // Every job: ready, then delivered (by either node), each once, in commit order.
+    let mut streamed: Vec<Value> = Vec::new();
+    while streamed.len() < 2 * JOBS {
+        streamed.push(on_b.next().await.unwrap());
+    }
+    for (i, e) in streamed.iter().enumerate() {
+        let n: usize = e["seq"]
+            .as_str()
+            .unwrap()
+            .split('-')
+            .next()
+            .unwrap()
+            .parse()
+            .unwrap();
+        assert_eq!(n, i + 1, "numbered in commit order without a gap: {e}");
+    }
+    let mut ready = HashSet::new();
+    let mut delivered = HashSet::new();
+    for e in &streamed {
+        let id = e["id"].as_str().unwrap().to_owned();
+        match e["event"].as_str().unwrap() {
+            "ready" => assert!(ready.insert(id), "{e}"),
+            "delivered" => {
+                assert!(ready.contains(&id), "delivered after ready: {e}");
+                assert!(delivered.insert(id), "{e}");
+            }
+            other => panic!("unexpected event {other}: {e}"),
+        }
+    }
+    assert_eq!(ready, ids);
+    assert_eq!(delivered, ids);
+    // Each node's log is the same log.
+    for node in &nodes {
+        let all = node.get("/queue/q/_changes?since=0").await.expect(200);
+        assert_eq!(all.body["results"].as_array().unwrap(), &streamed);
+    }
 }

@@ -4,8 +4,9 @@
 // instance's change feed (`_changes?feed=continuous`, read with `fetch` because an
 // EventSource cannot send the Authorization header) followed while the page is open.
 
-import { svc, enc, appToken, ApiError } from '../api.js';
+import { svc, enc } from '../api.js';
 import { pickInstance } from '../app.js';
+import { follow } from '../live.js';
 import { h, table, pager, form, field, toast, val, confirmDialog, errorBox, jsonBlock, parseJson, clear } from '../ui.js';
 
 export const title = 'Data';
@@ -114,7 +115,12 @@ export async function render(body, ctx) {
   }
   loadIndexes();
 
-  const live = follow(app, base, body, ctx, () => docs.reload());
+  const live = follow(app, base, body, ctx, {
+    what: 'this instance’s changes',
+    item: (c) => h('li', { 'data-id': c.id },
+      h('code', {}, c.seq), ' ', h('strong', {}, c.id), ' ', c.deleted ? h('span', { class: 'warn' }, 'deleted') : h('span', { class: 'muted' }, 'written')),
+    changed: () => docs.reload(),
+  });
 
   body.append(
     h('div', { class: 'row' }, h('button', { id: 'new-doc', onclick: () => edit(null) }, 'New document'), live.toggle),
@@ -134,107 +140,4 @@ export async function render(body, ctx) {
       f.reset();
       loadIndexes();
     }));
-}
-
-/** How many changes the live list keeps, newest first. */
-const KEEP = 50;
-
-/**
- * The "Live" toggle and the list of changes it shows. While on, one streaming request
- * follows the feed from now, resuming after the last sequence it saw when the stream
- * ends; it stops when toggled off or when the page is left (another page, sign-out).
- */
-function follow(app, base, body, ctx, changed) {
-  const toggle = h('button', { id: 'live-toggle', class: 'secondary', 'aria-pressed': 'false' }, 'Live: off');
-  const status = h('p', { class: 'muted', id: 'live-status' });
-  const list = h('ol', { id: 'live-changes', class: 'changes', reversed: true });
-  const box = h('section', { id: 'live', 'aria-label': 'live changes', hidden: true },
-    h('h2', {}, 'Live changes'), status, list);
-  let abort = null;
-  let reloadTimer = null;
-  let watch = null;
-  const gone = () => ctx.stale() || !body.isConnected;
-
-  function stop(why) {
-    if (abort) abort.abort();
-    abort = null;
-    clearInterval(watch);
-    toggle.textContent = 'Live: off';
-    toggle.setAttribute('aria-pressed', 'false');
-    if (why) status.textContent = why;
-  }
-
-  function show(c) {
-    list.prepend(h('li', { 'data-id': c.id },
-      h('code', {}, c.seq), ' ', h('strong', {}, c.id), ' ', c.deleted ? h('span', { class: 'warn' }, 'deleted') : h('span', { class: 'muted' }, 'written')));
-    while (list.children.length > KEEP) list.lastChild.remove();
-    // A burst of writes reloads the documents once.
-    clearTimeout(reloadTimer);
-    reloadTimer = setTimeout(() => { if (!gone()) changed(); }, 300);
-  }
-
-  async function run(ctl) {
-    let since = 'now';
-    while (!ctl.signal.aborted) {
-      let res;
-      try {
-        const token = await appToken(app);
-        res = await fetch(`/${enc(app)}${base}/_changes?feed=continuous&since=${enc(since)}&heartbeat=15000`, {
-          headers: { authorization: `Bearer ${token}` }, signal: ctl.signal,
-        });
-      } catch (e) {
-        if (ctl.signal.aborted) return;
-        throw new ApiError(0, `the server could not be reached (${e.message})`);
-      }
-      if (!res.ok) {
-        let msg = `${res.status} ${res.statusText}`;
-        try { msg = (await res.json()).msg || msg; } catch { /* not JSON */ }
-        throw new ApiError(res.status, msg);
-      }
-      status.textContent = 'Following this instance’s changes as they commit.';
-      const reader = res.body.pipeThrough(new TextDecoderStream()).getReader();
-      let buf = '';
-      for (;;) {
-        let chunk;
-        try { chunk = await reader.read(); } catch (e) { if (ctl.signal.aborted) return; break; }
-        if (chunk.done) break;
-        if (gone()) { stop(); return; }
-        buf += chunk.value;
-        let nl;
-        while ((nl = buf.indexOf('\n')) >= 0) {
-          const line = buf.slice(0, nl).trim();
-          buf = buf.slice(nl + 1);
-          if (!line) continue; // a heartbeat
-          const c = JSON.parse(line);
-          if (c.ok === false) throw new ApiError(c.status || 0, c.msg);
-          since = c.seq || c.last_seq || since;
-          if (c.id !== undefined) show(c);
-        }
-      }
-      // The stream ended (the node restarted, a proxy closed it): resume where it stopped.
-      if (gone()) { stop(); return; }
-      await new Promise((r) => { setTimeout(r, 1000); });
-    }
-  }
-
-  function start() {
-    const ctl = new AbortController();
-    abort = ctl;
-    // Signing out or leaving the page ends the stream even while nothing changes.
-    watch = setInterval(() => { if (gone()) stop(); }, 1000);
-    box.hidden = false;
-    toggle.textContent = 'Live: on';
-    toggle.setAttribute('aria-pressed', 'true');
-    status.textContent = 'Connecting…';
-    run(ctl).catch((e) => {
-      if (abort !== ctl) return;
-      stop();
-      status.replaceChildren(errorBox(e));
-    });
-  }
-
-  toggle.addEventListener('click', () => { if (abort) stop('Stopped: switch Live on to follow changes again.'); else start(); });
-  // Leaving the page (another page or another instance) ends the stream.
-  window.addEventListener('hashchange', () => stop(), { once: true });
-  return { toggle, box };
 }

@@ -1,8 +1,10 @@
 // Queue: jobs by status with a failed job's worker answer, retry and cancel, the target
-// and whether deliveries are signed, and a "send a test job" button.
+// and whether deliveries are signed, a "send a test job" button, and live job events (the
+// queue's event feed, see live.js).
 
 import { svc, enc } from '../api.js';
 import { pickInstance } from '../app.js';
+import { follow } from '../live.js';
 import { h, table, pager, toast, confirmDialog, errorBox, jsonBlock, fmtTime } from '../ui.js';
 
 export const title = 'Queue';
@@ -49,5 +51,13 @@ export async function render(body, ctx) {
         try { await svc(app, 'POST', `${base}/${enc(j.id)}/_cancel`); toast(`Job ${j.id} cancelled`); jobs.reload(); } catch (e) { ev.target.after(errorBox(e)); }
       } }, 'Cancel')) },
   ], rows), status === 'ERROR' ? 'No failed jobs: every job was accepted by the worker or is still being delivered.' : 'No jobs waiting: send a test job above, or POST one to this queue.');
-  body.append(tabs, jobs, h('h2', {}, 'Settings'), jsonBlock(cfg));
+  const live = follow(app, base, body, ctx, {
+    what: 'this queue’s jobs',
+    item: (e) => h('li', { 'data-id': e.id, 'data-event': e.event },
+      h('code', {}, e.seq), ' ', h('strong', {}, e.id), ' ',
+      h('span', { class: e.event === 'error' ? 'warn' : e.event === 'delivered' ? 'good' : 'muted' }, e.event),
+      e.error ? h('span', { class: 'muted' }, ` ${e.error.slice(0, 200)}`) : null),
+    changed: () => jobs.reload(),
+  });
+  body.append(h('div', { class: 'row' }, live.toggle), live.box, tabs, jobs, h('h2', {}, 'Settings'), jsonBlock(cfg));
 }
