@@ -78,7 +78,7 @@ async fn metrics_show_engine_pools_and_sizes_on_the_shared_engines() {
         assert_eq!(max, Some(8.0), "{service} in\n{t}");
         let (open, in_use) = (open.unwrap(), in_use.unwrap());
         assert!(
-            open >= 1.0 && open <= 8.0 && in_use <= open,
+            (1.0..=8.0).contains(&open) && in_use <= open,
             "{service} in\n{t}"
         );
         assert!(waiting.is_some(), "{service} in\n{t}");
