@@ -18,8 +18,8 @@ use quintet_bench::{
 /// Benchmarks of quintet against its own bare-HTTP ceiling.
 #[derive(Debug, Parser)]
 struct Args {
-    /// Services to run (http, data, cache, search, queue, storage, feed, scale-out); all when none
-    /// given.
+    /// Services to run (http, data, console, cache, search, queue, storage, feed,
+    /// scale-out); all when none given.
     services: Vec<String>,
     /// Measured seconds per load run.
     #[arg(long, default_value_t = 5.0)]

@@ -16,6 +16,7 @@ use crate::load::{self, LoadResult, LoadSpec, MakeReq, Req};
 mod backup;
 mod cache;
 mod ceiling;
+mod console;
 mod data;
 mod feed;
 mod queue;
@@ -34,6 +35,7 @@ pub fn all() -> Vec<Box<dyn Scenario>> {
     all.push(Box::new(storage::Download));
     all.push(Box::new(storage::SmallGet));
     all.extend(data::all());
+    all.extend(console::scenarios());
     all.push(Box::new(search::BulkIndex));
     // Issue #25's goals: the default limit (no `limit` sent) at 16 connections and at one,
     // limit 10 against the ceiling, and a corpus ten times larger.

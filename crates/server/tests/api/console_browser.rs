@@ -911,3 +911,60 @@ async fn the_queue_page_follows_live_job_events() {
     b.wait_text("No failed jobs").await;
     b.quit().await;
 }
+
+#[tokio::test]
+async fn the_console_pages_admin_lists_on_the_server() {
+    // 23 accounts: a first page of 20 and a second of 3, each asked of the API with
+    // `limit` (and `after` for the second), not cut from a whole list in the page.
+    let s = server().await;
+    for i in 1..=23 {
+        s.admin(
+            Method::POST,
+            "/_admin/accounts",
+            Some(json!({"name": format!("acct-{i:02}")})),
+        )
+        .await
+        .expect(201);
+    }
+    let Some(b) = Browser::start(1280, 800).await else {
+        return;
+    };
+    sign_in(&b, &s).await;
+    b.goto(&s.url("/_console/#/accounts")).await;
+    b.wait_text("acct-20").await;
+    assert!(!b.page_text().await.contains("acct-21"));
+    b.wait_text("page 1").await;
+    b.click_text("button", "Next →").await;
+    b.wait_text("acct-23").await;
+    b.wait_text("page 2").await;
+    let text = b.page_text().await;
+    assert!(!text.contains("acct-20"), "{text}");
+    let asked = b
+        .exec(
+            "return performance.getEntriesByType('resource').map((e) => e.name)",
+            json!([]),
+        )
+        .await;
+    let asked: Vec<&str> = asked
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter_map(|u| u.as_str())
+        .filter(|u| u.contains("/_admin/accounts"))
+        .collect();
+    assert!(
+        asked
+            .iter()
+            .any(|u| u.ends_with("/_admin/accounts?limit=20")),
+        "{asked:?}"
+    );
+    assert!(
+        asked
+            .iter()
+            .any(|u| u.ends_with("/_admin/accounts?limit=20&after=acct-20")),
+        "{asked:?}"
+    );
+    b.click_text("button", "← Previous").await;
+    b.wait_text("acct-01").await;
+    b.quit().await;
+}
