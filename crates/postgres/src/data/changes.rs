@@ -33,13 +33,13 @@ use std::{
 };
 
 use quintet_core::{
-    Error, Instance, InstanceId, Result,
-    ports::changes::{Change, ChangesPage, FeedListener, MAX_CHANGES_PAGE, check_since},
+    Instance, InstanceId, Result,
+    ports::changes::{Change, ChangesPage, FeedListener},
 };
 use tokio::task::JoinHandle;
 
 use super::instance_gone;
-use crate::{database::PgDatabase, error::pg_error, listen::Session};
+use crate::{changelog, database::PgDatabase, listen::Session};
 
 /// The migration adding the change log (the second of data's migrations).
 pub(super) const MIGRATION: &str = r#"
@@ -123,26 +123,8 @@ pub(super) async fn page(
     since: u64,
     limit: usize,
 ) -> Result<ChangesPage> {
-    let limit = limit.min(MAX_CHANGES_PAGE) as i64;
-    let since_i = i64::try_from(since).unwrap_or(i64::MAX);
-    let row = db
-        .client()
-        .await?
-        .query_opt(PAGE, &[&instance.id.0, &since_i, &limit])
-        .await
-        .map_err(pg_error)?
-        .ok_or_else(|| instance_gone(instance))?;
-    let head: i64 = row.try_get(0).map_err(pg_error)?;
-    let oldest: Option<i64> = row.try_get(1).map_err(pg_error)?;
-    check_since(
-        instance,
-        since,
-        head.max(0) as u64,
-        oldest.map(|n| n as u64),
-    )?;
-    let text: String = row.try_get(2).map_err(pg_error)?;
-    let rows: Vec<(i64, String, bool)> = serde_json::from_str(&text)
-        .map_err(|e| Error::internal(format!("reading changes: {e}")))?;
+    let rows: Vec<(i64, String, bool)> =
+        changelog::page_rows(db, PAGE, instance, since, limit, || instance_gone(instance)).await?;
     let changes: Vec<Change> = rows
         .into_iter()
         .map(|(seq, id, deleted)| Change {
@@ -151,29 +133,23 @@ pub(super) async fn page(
             deleted,
         })
         .collect();
-    let last_seq = changes.last().map_or(since, |c| c.seq);
-    Ok(ChangesPage { changes, last_seq })
+    Ok(ChangesPage::after(since, changes))
 }
 
 /// The number of the instance's latest change.
 pub(super) async fn head(db: &PgDatabase, instance: &Instance) -> Result<u64> {
-    let row = db
-        .client()
-        .await?
-        .query_opt(
-            "SELECT seq FROM quintet_data_seq WHERE instance = $1",
-            &[&instance.id.0],
-        )
-        .await
-        .map_err(pg_error)?
-        .ok_or_else(|| instance_gone(instance))?;
-    let n: i64 = row.try_get(0).map_err(pg_error)?;
-    Ok(n.max(0) as u64)
+    changelog::head(
+        db,
+        "SELECT seq FROM quintet_data_seq WHERE instance = $1",
+        instance,
+        || instance_gone(instance),
+    )
+    .await
 }
 
 /// Remove entries written before `before_ms`, of every instance.
 pub(super) async fn compact(db: &PgDatabase, before_ms: i64) -> Result<u64> {
-    crate::changelog::compact(db, "quintet_data_changes", "instance", before_ms).await
+    changelog::compact(db, "quintet_data_changes", "instance", before_ms).await
 }
 
 /// First wait before reconnecting the `LISTEN` connection; doubled up to [`MAX_BACKOFF`].

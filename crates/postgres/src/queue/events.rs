@@ -18,14 +18,14 @@
 //! (`wake`) passes both kinds to the change feeds.
 
 use quintet_core::{
-    Error, Instance, Result,
+    Instance, Result,
     ports::{
-        changes::{ChangesPage, MAX_CHANGES_PAGE, check_since},
+        changes::ChangesPage,
         queue::{JobEvent, JobEventKind, queue_missing},
     },
 };
 
-use crate::{database::PgDatabase, error::pg_error};
+use crate::{changelog, database::PgDatabase};
 
 /// The migration adding event logs (the second of the queue's migrations).
 pub(super) const MIGRATION: &str = r#"
@@ -99,26 +99,11 @@ pub(super) async fn page(
     since: u64,
     limit: usize,
 ) -> Result<ChangesPage<JobEvent>> {
-    let limit = limit.min(MAX_CHANGES_PAGE) as i64;
-    let since_i = i64::try_from(since).unwrap_or(i64::MAX);
-    let row = db
-        .client()
-        .await?
-        .query_opt(PAGE, &[&instance.id.0, &since_i, &limit])
-        .await
-        .map_err(pg_error)?
-        .ok_or_else(|| queue_missing(&instance.name))?;
-    let head: i64 = row.try_get(0).map_err(pg_error)?;
-    let oldest: Option<i64> = row.try_get(1).map_err(pg_error)?;
-    check_since(
-        instance,
-        since,
-        head.max(0) as u64,
-        oldest.map(|n| n as u64),
-    )?;
-    let text: String = row.try_get(2).map_err(pg_error)?;
-    let rows: Vec<(i64, String, String, Option<String>)> = serde_json::from_str(&text)
-        .map_err(|e| Error::internal(format!("reading job events: {e}")))?;
+    let rows: Vec<(i64, String, String, Option<String>)> =
+        changelog::page_rows(db, PAGE, instance, since, limit, || {
+            queue_missing(&instance.name)
+        })
+        .await?;
     let events = rows
         .into_iter()
         .map(|(seq, id, event, error)| {
@@ -135,21 +120,16 @@ pub(super) async fn page(
 
 /// The number of the queue's latest event.
 pub(super) async fn head(db: &PgDatabase, instance: &Instance) -> Result<u64> {
-    let row = db
-        .client()
-        .await?
-        .query_opt(
-            "SELECT event_seq FROM quintet_queues WHERE instance_id = $1",
-            &[&instance.id.0],
-        )
-        .await
-        .map_err(pg_error)?
-        .ok_or_else(|| queue_missing(&instance.name))?;
-    let n: i64 = row.try_get(0).map_err(pg_error)?;
-    Ok(n.max(0) as u64)
+    changelog::head(
+        db,
+        "SELECT event_seq FROM quintet_queues WHERE instance_id = $1",
+        instance,
+        || queue_missing(&instance.name),
+    )
+    .await
 }
 
 /// Remove events recorded before `before_ms`, of every queue.
 pub(super) async fn compact(db: &PgDatabase, before_ms: i64) -> Result<u64> {
-    crate::changelog::compact(db, "quintet_queue_events", "queue", before_ms).await
+    changelog::compact(db, "quintet_queue_events", "queue", before_ms).await
 }
