@@ -51,8 +51,8 @@ use quintet_core::{
         queue::{
             CarriedJob, Claim, ClaimedJob, DueListener, IdempotencyKey, JobBody, JobEvent,
             JobEventKind, JobQueue, JobRecord, JobStatus, LeaseToken, ListJobs, Outcome,
-            QueueDepth, Settlement,
-            idempotency_key_taken, job_missing, job_not_failed, queue_missing, stored_job,
+            QueueDepth, Settlement, idempotency_key_taken, job_missing, job_not_failed,
+            queue_missing, stored_job,
         },
     },
 };

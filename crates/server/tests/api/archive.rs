@@ -32,9 +32,11 @@ async fn export_and_import_refusals() {
         .expect(201);
     let (status, whole) = export(&s, "").await;
     assert_eq!(status, 200);
-    assert!(whole.starts_with(
-        format!("QUINTET-ARCHIVE {}\n", quintet_core::archive::VERSION).as_bytes()
-    ));
+    assert!(
+        whole.starts_with(
+            format!("QUINTET-ARCHIVE {}\n", quintet_core::archive::VERSION).as_bytes()
+        )
+    );
 
     // Without the admin token.
     let res = s

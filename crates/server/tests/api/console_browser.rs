@@ -664,9 +664,11 @@ async fn the_admin_exports_and_imports_an_application_from_the_console() {
     b.click(&format!("button[data-export={app}]")).await;
     b.wait_text(&format!("Exported {app}: {app}.qta")).await;
     let archive = b.downloaded(&format!("{app}.qta")).await;
-    assert!(archive.starts_with(
-        format!("QUINTET-ARCHIVE {}\n", quintet_core::archive::VERSION).as_bytes()
-    ));
+    assert!(
+        archive.starts_with(
+            format!("QUINTET-ARCHIVE {}\n", quintet_core::archive::VERSION).as_bytes()
+        )
+    );
     let text = String::from_utf8_lossy(&archive);
     assert!(text.contains("\nend "), "no end record");
     assert!(text.contains(r#""_id":"heat""#));
