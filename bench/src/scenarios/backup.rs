@@ -2,8 +2,9 @@
 //! objects and documents, against `cp -a` of the same directory on the same disk in the
 //! same run; and the request rate of GETs by id while backups run, against the rate without.
 //!
-//! The issue's size is 1 GiB of objects and 1,000,000 documents; on the shared 2-core
-//! machine the rows measure [`OBJECTS_MIB`] MiB and [`DOCS`] documents (the name says so).
+//! The issue's size is 1 GiB of objects and 1,000,000 documents ([`FULL`]); the shared
+//! 2-core machine also runs a quarter of that ([`SMALL`]) for quicker A/B runs (the row's
+//! name says which). `bench/run --only '1024 MiB' backup` runs the issue's size alone.
 
 use std::{
     path::{Path, PathBuf},
@@ -21,26 +22,43 @@ use hyper::{Method, StatusCode};
 use super::{Ctx, Measurement, Scenario, Target, data, storage};
 use crate::load::{MakeReq, Req};
 
-/// Objects of 1 MiB each.
-const OBJECTS_MIB: u64 = 256;
-/// Documents, in bulk requests of 1,000.
-const DOCS: usize = 200_000;
+/// What a scenario's data directory holds.
+#[derive(Debug, Clone, Copy)]
+pub struct Size {
+    /// Objects of 1 MiB each.
+    pub objects_mib: u64,
+    /// Documents, in bulk requests of 1,000.
+    pub docs: usize,
+}
+
+/// 256 MiB of objects and 200,000 documents.
+pub const SMALL: Size = Size {
+    objects_mib: 256,
+    docs: 200_000,
+};
+
+/// The issue's size: 1 GiB of objects and 1,000,000 documents.
+pub const FULL: Size = Size {
+    objects_mib: 1024,
+    docs: 1_000_000,
+};
+
 /// The admin token of the scenarios' server.
 const TOKEN: &str = "bench-backup-admin-token";
 
 /// Backup time against `cp -a`.
-pub struct Speed;
+pub struct Speed(pub Size);
 /// GETs by id during backups against without.
-pub struct RateDuring;
+pub struct RateDuring(pub Size);
 
 fn args() -> Vec<String> {
     vec!["--admin-token".to_owned(), TOKEN.to_owned()]
 }
 
 /// Fill the server: objects, documents with an index.
-async fn fill(ctx: &Ctx) -> anyhow::Result<()> {
+async fn fill(ctx: &Ctx, size: Size) -> anyhow::Result<()> {
     ctx.create("storage", "st", None).await?;
-    for i in 0..OBJECTS_MIB {
+    for i in 0..size.objects_mib {
         storage::upload(&ctx.addr, &format!("/storage/st/o{i}"), 1 << 20).await?;
     }
     ctx.create("data", "d", None).await?;
@@ -50,7 +68,7 @@ async fn fill(ctx: &Ctx) -> anyhow::Result<()> {
         &serde_json::json!({"fields": ["n"]}),
     );
     ctx.expect(index, StatusCode::OK).await?;
-    let reqs = (0..DOCS / 1000)
+    let reqs = (0..size.docs / 1000)
         .map(|b| {
             let body = data::bulk_body(&format!("d{b:04}"), 1000, |i| {
                 format!("\"title\":\"document {i}\",\"n\":{i},\"tags\":[\"a\",\"b\"]")
@@ -129,8 +147,8 @@ fn sync() {
 impl Scenario for Speed {
     fn name(&self) -> String {
         format!(
-            "backup: {OBJECTS_MIB} MiB of objects + {DOCS} docs, backup time vs `cp -a` of the \
-             same directory"
+            "backup: {} MiB of objects + {} docs, backup time vs `cp -a` of the same directory",
+            self.0.objects_mib, self.0.docs
         )
     }
 
@@ -150,7 +168,7 @@ impl Scenario for Speed {
     }
 
     async fn run(&self, ctx: &Ctx) -> anyhow::Result<Measurement> {
-        fill(ctx).await?;
+        fill(ctx, self.0).await?;
         let data_dir = ctx.server.data_dir();
         let backups = data_dir.join("backups");
         let bytes = bytes_under(&data_dir, &backups);
@@ -207,8 +225,8 @@ impl Scenario for Speed {
 impl Scenario for RateDuring {
     fn name(&self) -> String {
         format!(
-            "backup: GET by id (32 conn) while backups of {OBJECTS_MIB} MiB + {DOCS} docs run, \
-             vs without"
+            "backup: GET by id (32 conn) while backups of {} MiB + {} docs run, vs without",
+            self.0.objects_mib, self.0.docs
         )
     }
 
@@ -228,9 +246,10 @@ impl Scenario for RateDuring {
     }
 
     async fn run(&self, ctx: &Ctx) -> anyhow::Result<Measurement> {
-        fill(ctx).await?;
-        let make: MakeReq = Arc::new(|conn, seq| {
-            let n = (conn as u64 * 7919 + seq * 31) % DOCS as u64;
+        fill(ctx, self.0).await?;
+        let docs = self.0.docs as u64;
+        let make: MakeReq = Arc::new(move |conn, seq| {
+            let n = (conn as u64 * 7919 + seq * 31) % docs;
             Req::get(format!("/data/d/d{:04}-{:04}", n / 1000, n % 1000))
         });
         let without = ctx.load(32, StatusCode::OK, Arc::clone(&make)).await?;

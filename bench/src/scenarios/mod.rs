@@ -62,8 +62,10 @@ pub fn all() -> Vec<Box<dyn Scenario>> {
     )));
     all.extend(queue::scenarios());
     all.extend(transfer::scenarios());
-    all.push(Box::new(backup::Speed));
-    all.push(Box::new(backup::RateDuring));
+    for size in [backup::SMALL, backup::FULL] {
+        all.push(Box::new(backup::Speed(size)));
+        all.push(Box::new(backup::RateDuring(size)));
+    }
     all.extend(feed::scenarios());
     all.extend(scale_out::scenarios());
     all

@@ -114,8 +114,8 @@ fn measured(secs: f64, bytes: usize, growth: Option<(u64, u64)>) -> Measurement 
     let note = match growth {
         Some((rss, anon)) => format!(
             "{DOCS} documents, archive {:.0} MB; server RSS +{:.1} MiB during the transfer, \
-             of which anonymous (heap) +{:.1} MiB, the rest pages of SQLite's memory-mapped \
-             database file",
+             of which anonymous (heap and SQLite's page caches) +{:.1} MiB, the rest \
+             file pages mapped into the process",
             bytes as f64 / 1e6,
             mib(rss),
             mib(anon)
