@@ -139,7 +139,8 @@ impl Target {
             Self::CeilingRatio(r) => m.ratio.map(|x| x >= *r),
             Self::RatioOf { at_least, .. } => m.ratio.map(|x| x >= *at_least),
             Self::ItemsPerSec(n) => m.items_per_sec.map(|x| x >= *n),
-            Self::P50AtMostMs(ms) => Some(m.p50_ms <= *ms),
+            // No latency at all is a scenario that failed before measuring: not met.
+            Self::P50AtMostMs(ms) => Some(m.p50_ms > 0.0 && m.p50_ms <= *ms),
             Self::MegabytesPerSec(mb) => m.megabytes_per_sec.map(|x| x >= *mb),
             // Memory that could not be read does not count as flat.
             Self::ItemsPerSecFlatMemory {
@@ -394,5 +395,17 @@ mod tests {
         assert_eq!(goal.met(&m(600.0, None)), Some(false), "memory unknown");
         assert_eq!(goal.met(&m(400.0, Some(10))), Some(false), "too slow");
         assert_eq!(goal.met(&Measurement::default()), None, "no transfer");
+    }
+
+    #[test]
+    fn a_latency_goal_is_not_met_by_a_scenario_that_measured_nothing() {
+        let goal = Target::P50AtMostMs(300.0);
+        let p50 = |ms: f64| Measurement {
+            p50_ms: ms,
+            ..Measurement::default()
+        };
+        assert_eq!(goal.met(&p50(55.0)), Some(true));
+        assert_eq!(goal.met(&p50(301.0)), Some(false));
+        assert_eq!(goal.met(&Measurement::default()), Some(false), "it failed");
     }
 }
