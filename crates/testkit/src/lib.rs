@@ -29,6 +29,7 @@
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
 
 pub mod browser;
+pub mod hyper_connect;
 mod process;
 mod proxy;
 mod tls;
