@@ -37,7 +37,7 @@ use crate::{
     auth::Principal,
     error::{ApiError, ApiResult, status_of},
     extract::{Inst, kind},
-    feed::StreamGuard,
+    feed::{StreamGuard, tail::SharedTail},
     reply,
     state::AppState,
 };
@@ -282,8 +282,24 @@ trait Log: Send + Sync {
     /// The number of the latest entry.
     async fn head(&self) -> Result<u64>;
 
-    /// At most `want` entries after `at`, rendered.
-    async fn read(&self, at: u64, want: usize) -> Result<Read>;
+    /// At most `want` entries after `at`, rendered; read through the log's `shared` end.
+    async fn read(&self, at: u64, want: usize, shared: Shared<'_>) -> Result<Read>;
+}
+
+/// A stream's view of its log's shared end ([`SharedTail`]).
+#[derive(Clone, Copy)]
+struct Shared<'a> {
+    tail: &'a SharedTail,
+    /// The wake-up count the stream saw before reading.
+    seen: u64,
+    wake: &'a watch::Receiver<u64>,
+}
+
+impl Shared<'_> {
+    /// The current wake-up count (without marking it seen).
+    fn now(&self) -> u64 {
+        *self.wake.borrow()
+    }
 }
 
 /// A position of `inst`'s log as clients see it.
@@ -305,17 +321,22 @@ impl Log for DataLog {
         self.s.services.data.change_head(&self.inst).await
     }
 
-    async fn read(&self, at: u64, want: usize) -> Result<Read> {
-        let read = self.s.services.data.changes(&self.inst, at, want).await?;
-        if read.changes.is_empty() {
-            return Ok(Read {
-                out: Vec::new(),
-                last: None,
-            });
-        }
+    async fn read(&self, at: u64, want: usize, shared: Shared<'_>) -> Result<Read> {
+        let data = &self.s.services.data;
+        let changes = shared
+            .tail
+            .read(
+                at,
+                want,
+                shared.seen,
+                || shared.now(),
+                |after, n| data.changes(&self.inst, after, n),
+            )
+            .await?;
+        let last = changes.last().map(|c| c.seq);
         Ok(Read {
-            out: self.render(read.changes).await?,
-            last: Some(read.last_seq),
+            out: self.render(changes).await?,
+            last,
         })
     }
 }
@@ -376,12 +397,21 @@ impl Log for QueueLog {
         self.s.services.queue.event_head(&self.inst).await
     }
 
-    async fn read(&self, at: u64, want: usize) -> Result<Read> {
-        let read = self.s.services.queue.events(&self.inst, at, want).await?;
-        let last = read.changes.last().map(|e| e.seq);
+    async fn read(&self, at: u64, want: usize, shared: Shared<'_>) -> Result<Read> {
+        let queue = &self.s.services.queue;
+        let events = shared
+            .tail
+            .read(
+                at,
+                want,
+                shared.seen,
+                || shared.now(),
+                |after, n| queue.events(&self.inst, after, n),
+            )
+            .await?;
+        let last = events.last().map(|e| e.seq);
         Ok(Read {
-            out: read
-                .changes
+            out: events
                 .into_iter()
                 .map(|e| job_event(&self.inst, e))
                 .collect(),
@@ -430,6 +460,7 @@ struct Follower {
     /// Changes sent so far, for `limit`.
     sent: usize,
     wake: watch::Receiver<u64>,
+    tail: Arc<SharedTail>,
     stopping: watch::Receiver<bool>,
     deadline: Option<Instant>,
     /// When the client's key is checked next.
@@ -447,7 +478,7 @@ impl Follower {
         log: Box<dyn Log>,
     ) -> Result<Self> {
         // Watch before the first read: a change committed after it wakes us.
-        let wake = s.feeds.watch(inst.id);
+        let following = s.feeds.watch(inst.id);
         let stopping = s.feeds.stopping();
         let at = match params.since {
             Since::Now => log.head().await?,
@@ -463,7 +494,8 @@ impl Follower {
             principal,
             at,
             sent: 0,
-            wake,
+            wake: following.wake,
+            tail: following.tail,
             stopping,
             _guard: guard,
         })
@@ -486,8 +518,13 @@ impl Follower {
             // At most what `limit` leaves, so nothing read is left unsent.
             let want = page.min(self.remaining()).max(1);
             // Marked seen before reading: a commit after this read wakes the wait.
-            self.wake.borrow_and_update();
-            let read = self.log.read(self.at, want).await?;
+            let seen = *self.wake.borrow_and_update();
+            let shared = Shared {
+                tail: &self.tail,
+                seen,
+                wake: &self.wake,
+            };
+            let read = self.log.read(self.at, want, shared).await?;
             let Some(last) = read.last else {
                 return Ok(Vec::new());
             };

@@ -307,3 +307,99 @@ async fn queue_streams_count_against_the_feed_bounds() {
     })
     .await;
 }
+
+/// 5,000 jobs enqueued by concurrent clients and delivered (10,000 events) while a
+/// subscriber drops its stream at random points and resumes from the last sequence it
+/// received: every event exactly once, in order, each job ready before delivered.
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn ten_thousand_job_events_reach_a_reconnecting_subscriber_exactly_once() {
+    let s = TestServer::start().await;
+    let w = Worker::start(Answer::Status(200, String::new())).await;
+    s.create("queue", "busy", Some(json!({"target": w.url()})))
+        .await;
+    const CLIENTS: usize = 8;
+    const EACH: usize = 625;
+    let mut clients = Vec::new();
+    for c in 0..CLIENTS {
+        let (http, url) = (s.http().clone(), s.url("/queue/busy"));
+        clients.push(tokio::spawn(async move {
+            for i in 0..EACH {
+                let r = http
+                    .post(&url)
+                    .json(&json!({"c": c, "i": i}))
+                    .send()
+                    .await
+                    .unwrap();
+                assert_eq!(r.status(), 201);
+            }
+        }));
+    }
+    let total = 2 * CLIENTS * EACH;
+    let mut seen: Vec<(u64, String, String)> = Vec::with_capacity(total);
+    let mut since = "0".to_owned();
+    let mut rng = 0x9e37_79b9_7f4a_7c15_u64;
+    let mut reconnects = 0;
+    while seen.len() < total {
+        let sse = rng.is_multiple_of(2);
+        let feed = if sse { "eventsource" } else { "continuous" };
+        let mut stream = Stream::open(
+            &s,
+            s.request(
+                Method::GET,
+                &format!("/queue/busy/_changes?feed={feed}&since={since}"),
+            ),
+        )
+        .await;
+        rng ^= rng << 13;
+        rng ^= rng >> 7;
+        rng ^= rng << 17;
+        let take = 1 + (rng % 900) as usize;
+        for _ in 0..take {
+            let event = if sse {
+                let Some(ev) = stream.event().await else {
+                    break;
+                };
+                let data: Value = serde_json::from_str(&ev.data).unwrap();
+                assert_eq!(ev.id.as_deref(), data["seq"].as_str());
+                data
+            } else {
+                let Some(line) = stream.line().await else {
+                    break;
+                };
+                line
+            };
+            let seq = event["seq"].as_str().unwrap().to_owned();
+            let n: u64 = seq.split('-').next().unwrap().parse().unwrap();
+            seen.push((
+                n,
+                event["id"].as_str().unwrap().to_owned(),
+                event["event"].as_str().unwrap().to_owned(),
+            ));
+            since = seq;
+            if seen.len() == total {
+                break;
+            }
+        }
+        reconnects += 1;
+    }
+    for c in clients {
+        c.await.unwrap();
+    }
+    assert!(reconnects > 10, "{reconnects}");
+    let mut ready = std::collections::HashSet::new();
+    let mut delivered = std::collections::HashSet::new();
+    for (i, (n, id, event)) in seen.iter().enumerate() {
+        assert_eq!(*n, i as u64 + 1, "in order, none missing, none twice");
+        match event.as_str() {
+            "ready" => assert!(ready.insert(id.as_str()), "{id} ready twice"),
+            "delivered" => {
+                assert!(ready.contains(id.as_str()), "{id} delivered before ready");
+                assert!(delivered.insert(id.as_str()), "{id} delivered twice");
+            }
+            other => panic!("{id}: unexpected {other}"),
+        }
+    }
+    assert_eq!((ready.len(), delivered.len()), (total / 2, total / 2));
+    let rest = events(&s, "busy", &format!("since={since}")).await;
+    assert_eq!(rest["results"], json!([]));
+}

@@ -5,7 +5,10 @@
 //! Streams pull: each reads the change log from its own position, at its own pace, and
 //! waits for a wake-up when it has read everything. Nothing is buffered per subscriber
 //! beyond the page it is sending, so a subscriber that stops reading holds only its
-//! connection, and writers never wait for subscribers. The handlers: `routes/feed.rs`.
+//! connection, and writers never wait for subscribers. Streams at a log's end share their
+//! reads of it ([`tail`]). The handlers: `routes/feed.rs`.
+
+pub mod tail;
 
 use std::{
     collections::HashMap,
@@ -18,6 +21,8 @@ use quintet_core::{
     ports::{changes::FeedListener, data::DocStore, queue::JobQueue},
 };
 use tokio::{sync::watch, task::JoinHandle};
+
+use self::tail::SharedTail;
 
 /// Most streaming feeds open on a node unless configured.
 pub const DEFAULT_MAX_STREAMS: usize = 10_000;
@@ -59,12 +64,29 @@ struct Open {
     per_client: HashMap<String, usize>,
 }
 
+/// What the streams following one instance share.
+#[derive(Debug)]
+struct Followed {
+    wake: watch::Sender<u64>,
+    tail: Arc<SharedTail>,
+}
+
+/// What a stream following an instance holds: its wake-ups and the shared end of the log.
+#[derive(Debug)]
+pub struct Following {
+    /// Wake-ups: the value changes whenever the log may have grown.
+    pub wake: watch::Receiver<u64>,
+    /// The log's end, shared by the streams following the instance.
+    pub tail: Arc<SharedTail>,
+}
+
 /// The node's feeds; see the module documentation.
 #[derive(Debug)]
 pub struct FeedHub {
     settings: FeedSettings,
-    /// One sender per instance someone follows; its value is bumped on every wake-up.
-    wakes: Mutex<HashMap<InstanceId, watch::Sender<u64>>>,
+    /// Per instance someone follows: a sender whose value is bumped on every wake-up,
+    /// and the log's end its streams share.
+    wakes: Mutex<HashMap<InstanceId, Followed>>,
     open: Mutex<Open>,
     stopping: watch::Sender<bool>,
     compactor: Mutex<Option<JoinHandle<()>>>,
@@ -87,18 +109,22 @@ impl FeedHub {
         &self.settings
     }
 
-    /// Wake-ups of `instance`: the receiver's value changes whenever its log may have
-    /// grown. Take it before reading the log, so no change between the read and the wait
-    /// is missed.
-    pub fn watch(&self, instance: InstanceId) -> watch::Receiver<u64> {
+    /// Follow `instance`: the receiver's value changes whenever its log may have grown.
+    /// Take it before reading the log, so no change between the read and the wait is
+    /// missed.
+    pub fn watch(&self, instance: InstanceId) -> Following {
         let mut wakes = lock(&self.wakes);
         // Instances nobody follows any more are forgotten here, so the map stays as
         // large as the number of followed instances.
-        wakes.retain(|_, tx| tx.receiver_count() > 0);
-        wakes
-            .entry(instance)
-            .or_insert_with(|| watch::channel(0).0)
-            .subscribe()
+        wakes.retain(|_, f| f.wake.receiver_count() > 0);
+        let followed = wakes.entry(instance).or_insert_with(|| Followed {
+            wake: watch::channel(0).0,
+            tail: Arc::default(),
+        });
+        Following {
+            wake: followed.wake.subscribe(),
+            tail: Arc::clone(&followed.tail),
+        }
     }
 
     /// Count one more stream of `client`: [`Error::RateLimited`] (429) beyond the bounds.
@@ -187,14 +213,14 @@ impl FeedHub {
 
 impl FeedListener for FeedHub {
     fn changed(&self, instance: InstanceId) {
-        if let Some(tx) = lock(&self.wakes).get(&instance) {
-            tx.send_modify(|n| *n = n.wrapping_add(1));
+        if let Some(f) = lock(&self.wakes).get(&instance) {
+            f.wake.send_modify(|n| *n += 1);
         }
     }
 
     fn resync(&self) {
-        for tx in lock(&self.wakes).values() {
-            tx.send_modify(|n| *n = n.wrapping_add(1));
+        for f in lock(&self.wakes).values() {
+            f.wake.send_modify(|n| *n += 1);
         }
     }
 }
@@ -243,8 +269,8 @@ mod tests {
     #[tokio::test]
     async fn wake_ups_reach_followers_of_the_instance() {
         let hub = FeedHub::new(FeedSettings::default());
-        let mut one = hub.watch(InstanceId(1));
-        let two = hub.watch(InstanceId(2));
+        let mut one = hub.watch(InstanceId(1)).wake;
+        let two = hub.watch(InstanceId(2)).wake;
         hub.changed(InstanceId(1));
         one.changed().await.unwrap();
         assert!(!two.has_changed().unwrap());
@@ -252,6 +278,11 @@ mod tests {
         assert!(two.has_changed().unwrap());
         drop((one, two));
         let _three = hub.watch(InstanceId(3));
+        let again = hub.watch(InstanceId(3));
+        assert!(
+            Arc::ptr_eq(&_three.tail, &again.tail),
+            "followers share the tail"
+        );
         assert_eq!(
             lock(&hub.wakes).len(),
             1,
