@@ -1,0 +1,305 @@
+//! Storage events (`GET /storage/<bucket>/_changes`): object uploads and removals in
+//! order, resumable without loss or repetition, through both address forms, with the
+//! storage service's authorization and the feeds' bounds, on the embedded engine. Two
+//! nodes on PostgreSQL and S3: `crates/quintet/tests/system/scale_out/feed.rs`; each
+//! engine's log itself: the storage events conformance suite. See `docs/feed.md`.
+
+use quintet_testkit::{Reply, TestServer};
+use reqwest::Method;
+use serde_json::{Value, json};
+
+use crate::feed::Stream;
+
+async fn upload(s: &TestServer, path: &str, body: &'static str, ct: &str) -> Reply {
+    s.send(
+        s.request(Method::POST, path)
+            .header("content-type", ct)
+            .body(body),
+    )
+    .await
+}
+
+async fn events(s: &TestServer, b: &str, query: &str) -> Value {
+    s.get(&format!("/storage/{b}/_changes?{query}"))
+        .await
+        .expect(200)
+        .body
+}
+
+/// `(path, event)` of each result.
+fn summary(results: &Value) -> Vec<(&str, &str)> {
+    results
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|e| (e["path"].as_str().unwrap(), e["event"].as_str().unwrap()))
+        .collect()
+}
+
+#[tokio::test]
+async fn uploads_overwrites_and_removals_are_events_in_order_and_resume_after_last_seq() {
+    let s = TestServer::start().await;
+    s.create("storage", "files", None).await.expect(201);
+    assert_eq!(events(&s, "files", "").await["results"], json!([]));
+
+    upload(&s, "/storage/files/docs/a.txt", "one", "text/plain")
+        .await
+        .expect(200);
+    upload(
+        &s,
+        "/storage/files/docs/a.txt",
+        "{\"n\":2}",
+        "application/json",
+    )
+    .await
+    .expect(200);
+    upload(
+        &s,
+        "/storage/files/b.bin",
+        "bytes",
+        "application/octet-stream",
+    )
+    .await
+    .expect(200);
+    // A failed removal is no event.
+    s.delete("/storage/files/missing").await.expect(404);
+    s.delete("/storage/files/docs/a.txt").await.expect(200);
+
+    let all = events(&s, "files", "since=0").await;
+    assert_eq!(
+        summary(&all["results"]),
+        vec![
+            ("docs/a.txt", "written"),
+            ("docs/a.txt", "written"),
+            ("b.bin", "written"),
+            ("docs/a.txt", "removed"),
+        ]
+    );
+    let results = all["results"].as_array().unwrap();
+    let etag = s.get("/storage/files/b.bin").await.expect(200);
+    let etag = etag.header("etag").unwrap().trim_matches('"').to_owned();
+    assert_eq!(
+        results[2],
+        json!({
+            "seq": results[2]["seq"],
+            "path": "b.bin",
+            "event": "written",
+            "size": 5,
+            "etag": etag,
+            "content_type": "application/octet-stream",
+        })
+    );
+    assert_eq!(results[1]["content_type"], "application/json");
+    assert_eq!(results[1]["size"], 7);
+    assert_ne!(results[0]["etag"], results[1]["etag"]);
+    assert_eq!(
+        results[3],
+        json!({"seq": results[3]["seq"], "path": "docs/a.txt", "event": "removed"}),
+        "a removal carries no object"
+    );
+    assert_eq!(all["last_seq"], results[3]["seq"]);
+
+    // Resuming after any position gives exactly what follows it, nothing twice.
+    for (i, r) in results.iter().enumerate() {
+        let after = events(
+            &s,
+            "files",
+            &format!("since={}", r["seq"].as_str().unwrap()),
+        )
+        .await;
+        assert_eq!(after["results"].as_array().unwrap(), &results[i + 1..]);
+        assert_eq!(after["last_seq"], all["last_seq"]);
+    }
+    let page = events(&s, "files", "limit=2").await;
+    assert_eq!(page["results"].as_array().unwrap(), &results[..2]);
+    assert_eq!(page["last_seq"], results[1]["seq"]);
+    let next = events(
+        &s,
+        "files",
+        &format!("since={}", page["last_seq"].as_str().unwrap()),
+    )
+    .await;
+    assert_eq!(next["results"].as_array().unwrap(), &results[2..]);
+}
+
+#[tokio::test]
+async fn storage_feeds_wait_and_stream_as_eventsource() {
+    let s = TestServer::start().await;
+    s.create("storage", "b", None).await.expect(201);
+    let head = events(&s, "b", "").await["last_seq"]
+        .as_str()
+        .unwrap()
+        .to_owned();
+    let mut continuous = Stream::open(
+        &s,
+        s.request(Method::GET, "/storage/b/_changes?feed=continuous&since=now"),
+    )
+    .await;
+    let mut sse = Stream::open(
+        &s,
+        s.request(
+            Method::GET,
+            "/storage/b/_changes?feed=eventsource&since=now&limit=2",
+        ),
+    )
+    .await;
+    // The longpoll waits from `head`, so it answers the upload whichever runs first.
+    let longpoll_url = format!("/storage/b/_changes?feed=longpoll&since={head}&timeout=60000");
+    let (answered, uploaded) = tokio::join!(
+        s.get(&longpoll_url),
+        upload(&s, "/storage/b/pics/cat.png", "png", "image/png")
+    );
+    uploaded.expect(200);
+    s.delete("/storage/b/pics/cat.png").await.expect(200);
+    let answered = answered.expect(200).body;
+    assert_eq!(answered["results"][0]["path"], "pics/cat.png", "{answered}");
+    assert_eq!(answered["results"][0]["event"], "written");
+
+    let first = continuous.line().await.unwrap();
+    assert_eq!(first["event"], "written", "{first}");
+    assert_eq!(first["content_type"], "image/png");
+    assert_eq!(continuous.line().await.unwrap()["event"], "removed");
+
+    let ev = sse.event().await.unwrap();
+    let data: Value = serde_json::from_str(&ev.data).unwrap();
+    assert_eq!(ev.id.as_deref(), data["seq"].as_str());
+    assert_eq!(data, first, "the same event in both formats");
+    let ev = sse.event().await.unwrap();
+    let data: Value = serde_json::from_str(&ev.data).unwrap();
+    assert_eq!(data["event"], "removed");
+    assert_eq!(ev.id.as_deref(), data["seq"].as_str());
+    let end = sse.event().await.unwrap();
+    assert_eq!(
+        end.event.as_deref(),
+        Some("end"),
+        "the limit ends the stream"
+    );
+    assert_eq!(
+        serde_json::from_str::<Value>(&end.data).unwrap()["last_seq"],
+        ev.id.unwrap().as_str()
+    );
+}
+
+#[tokio::test]
+async fn bad_storage_feed_requests_are_refused_and_a_recreated_buckets_positions_are_gone() {
+    let s = TestServer::start().await;
+    s.create("storage", "b", None).await.expect(201);
+    for query in [
+        "include_docs=true",
+        "selector=%7B%7D",
+        "since=banana",
+        "feed=sometimes",
+        "limit=0",
+    ] {
+        let r = s
+            .get(&format!("/storage/b/_changes?{query}"))
+            .await
+            .expect(422);
+        assert!(r.body["msg"].is_string(), "{query}: {}", r.body);
+    }
+    s.get("/storage/nope/_changes").await.expect(404);
+
+    upload(&s, "/storage/b/x", "1", "text/plain")
+        .await
+        .expect(200);
+    let old = events(&s, "b", "").await["last_seq"]
+        .as_str()
+        .unwrap()
+        .to_owned();
+    s.delete("/storage/b").await.expect(200);
+    s.create("storage", "b", None).await.expect(201);
+    let r = s
+        .get(&format!("/storage/b/_changes?since={old}"))
+        .await
+        .expect(410);
+    assert!(
+        r.body["msg"].as_str().unwrap().contains("destroyed"),
+        "{}",
+        r.body
+    );
+    // The new bucket's own log starts empty.
+    assert_eq!(events(&s, "b", "since=0").await["results"], json!([]));
+}
+
+#[tokio::test]
+async fn application_keys_follow_only_their_buckets_and_revocation_closes_streams() {
+    let s = TestServer::start().await;
+    let k = s.new_app().await;
+    let other = s.new_app().await;
+    let bucket = format!("/{}/storage/files", k.app);
+    s.send(s.as_app(&k, s.request(Method::PUT, &bucket)))
+        .await
+        .expect(201);
+    let feed = format!("{bucket}/_changes");
+    let mut stream = Stream::open(
+        &s,
+        s.as_app(
+            &k,
+            s.request(Method::GET, &format!("{feed}?feed=continuous&since=now")),
+        ),
+    )
+    .await;
+    s.send(
+        s.as_app(
+            &k,
+            s.request(Method::POST, &format!("{bucket}/a.txt"))
+                .header("content-type", "text/plain")
+                .body("hello"),
+        ),
+    )
+    .await
+    .expect(200);
+    let written = stream.line().await.unwrap();
+    assert_eq!(
+        (written["path"].as_str(), written["event"].as_str()),
+        (Some("a.txt"), Some("written"))
+    );
+    let answered = s
+        .send(s.as_app(&k, s.request(Method::GET, &feed)))
+        .await
+        .expect(200);
+    assert_eq!(answered.body["results"][0], written);
+    s.send(s.as_app(&other, s.request(Method::GET, &feed)))
+        .await
+        .expect(403);
+    s.send(s.request(Method::GET, &feed)).await.expect(401);
+    s.admin(
+        Method::DELETE,
+        &format!("/_admin/apps/{}/keys/{}", k.app, k.key),
+        None,
+    )
+    .await
+    .expect(200);
+    let end = loop {
+        let line = stream.line().await.unwrap();
+        if line.get("ok").is_some() {
+            break line;
+        }
+    };
+    assert_eq!(end["ok"], false, "{end}");
+    assert_eq!(end["status"], 401, "{end}");
+    assert!(stream.line().await.is_none(), "the stream is closed");
+}
+
+#[tokio::test]
+async fn storage_streams_count_against_the_feed_bounds() {
+    let s = TestServer::builder()
+        .args(|a| {
+            a.feed_max_streams = Some(3);
+            a.feed_max_streams_per_client = Some(1);
+        })
+        .start()
+        .await;
+    s.create("storage", "b", None).await.expect(201);
+    s.create("data", "d", None).await.expect(201);
+    let _one = Stream::open(
+        &s,
+        s.request(Method::GET, "/storage/b/_changes?feed=continuous"),
+    )
+    .await;
+    s.get("/data/d/_changes?feed=longpoll").await.expect(429);
+    s.get("/storage/b/_changes?feed=eventsource")
+        .await
+        .expect(429);
+    s.get("/storage/b/_changes").await.expect(200);
+}
