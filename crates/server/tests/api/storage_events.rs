@@ -303,3 +303,86 @@ async fn storage_streams_count_against_the_feed_bounds() {
         .expect(429);
     s.get("/storage/b/_changes").await.expect(200);
 }
+
+/// Whether `got` is what docs show as `shown`, where `…` stands for anything.
+fn shows(shown: &str, got: &str) -> bool {
+    let mut parts = shown.split('…');
+    let first = parts.next().unwrap_or("");
+    let Some(mut rest) = got.strip_prefix(first) else {
+        return false;
+    };
+    let parts: Vec<&str> = parts.collect();
+    for (i, part) in parts.iter().enumerate() {
+        if i + 1 == parts.len() {
+            return rest.ends_with(part);
+        }
+        match rest.find(part) {
+            Some(at) => rest = &rest[at + part.len()..],
+            None => return false,
+        }
+    }
+    rest.is_empty()
+}
+
+/// The curl session of `docs/feed.md`'s "Storage events", run as written (its host
+/// replaced by the test server's) against a fresh server holding the instances the page's
+/// earlier sessions create, so the ids are the page's. Each command's output must be
+/// what the comment lines under it show, line by line.
+#[tokio::test]
+async fn the_storage_session_of_the_feed_docs_works_as_written() {
+    let doc = std::fs::read_to_string(
+        std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../../docs/feed.md"),
+    )
+    .unwrap();
+    let section = &doc[doc.find("\n## Storage events").unwrap()..];
+    let block = &section[section.find("```sh\n").unwrap() + 6..];
+    let block = &block[..block.find("```").unwrap()];
+    let mut session: Vec<(String, Vec<String>)> = Vec::new();
+    for line in block.lines() {
+        match (line.strip_prefix('#'), session.last_mut()) {
+            (Some(shown), Some((_, expected))) => {
+                expected.push(shown.strip_prefix(' ').unwrap_or(shown).to_owned());
+            }
+            (Some(_), None) => panic!("a comment before any command"),
+            (None, _) => session.push((line.to_owned(), Vec::new())),
+        }
+    }
+    assert!(session.len() >= 6, "{session:?}");
+
+    let s = TestServer::start().await;
+    s.create("data", "movies", None).await.expect(201);
+    s.create(
+        "queue",
+        "mail",
+        Some(json!({"target": "http://localhost:9000/"})),
+    )
+    .await
+    .expect(201);
+    let host = s
+        .url("")
+        .trim_start_matches("http://")
+        .trim_end_matches('/')
+        .to_owned();
+    for (command, expected) in session {
+        let run = command.replace("localhost:6363", &host);
+        let out = tokio::task::spawn_blocking(move || {
+            std::process::Command::new("bash")
+                .arg("-c")
+                .arg(&run)
+                .output()
+                .unwrap()
+        })
+        .await
+        .unwrap();
+        assert!(out.status.success(), "{command}: {out:?}");
+        let stdout = String::from_utf8(out.stdout).unwrap();
+        let lines: Vec<&str> = stdout.lines().collect();
+        for (i, shown) in expected.iter().enumerate() {
+            let got = lines.get(i).copied().unwrap_or("");
+            assert!(
+                shows(shown, got),
+                "{command}: the docs show `{shown}`, it printed `{got}`\n{stdout}"
+            );
+        }
+    }
+}
