@@ -386,3 +386,38 @@ async fn the_storage_session_of_the_feed_docs_works_as_written() {
         }
     }
 }
+
+/// The node's compactor removes storage events older than `--feed-retention` (on the
+/// stores' clock): a `since` before them is gone, the head stays a position.
+#[tokio::test]
+async fn storage_events_older_than_the_retention_are_compacted() {
+    let clock = std::sync::Arc::new(quintet_core::ManualClock::new(1_700_000_000_000));
+    let s = TestServer::builder()
+        .clock(clock.clone())
+        .args(|a| a.feed_retention = Some(10))
+        .start()
+        .await;
+    s.create("storage", "b", None).await.expect(201);
+    upload(&s, "/storage/b/x", "1", "text/plain")
+        .await
+        .expect(200);
+    s.delete("/storage/b/x").await.expect(200);
+    let last = events(&s, "b", "").await["last_seq"]
+        .as_str()
+        .unwrap()
+        .to_owned();
+    clock.advance(11_000);
+    quintet_testkit::eventually("the events are compacted", || async {
+        s.get("/storage/b/_changes?since=0").await.status == 410
+    })
+    .await;
+    let r = s.get("/storage/b/_changes?since=0").await.expect(410);
+    assert!(
+        r.body["msg"].as_str().unwrap().contains("compacted"),
+        "{}",
+        r.body
+    );
+    let at_head = events(&s, "b", &format!("since={last}")).await;
+    assert_eq!(at_head["results"], json!([]));
+    assert_eq!(at_head["last_seq"], last.as_str());
+}
