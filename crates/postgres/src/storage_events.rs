@@ -9,7 +9,7 @@
 //! visible: a reader that saw number `n` never meets a later entry numbered `n` or below.
 //!
 //! Wake-ups: `NOTIFY quintet_storage_<md5 of the schema>` with the bucket's id, heard by a
-//! `LISTEN` connection per node ([`crate::listen::FeedWaker`]); an append through this node
+//! `LISTEN` connection per node (`listen::FeedWaker`); an append through this node
 //! also tells its listeners directly, before the write is acknowledged.
 
 use std::{fmt, sync::Weak};

@@ -1,7 +1,8 @@
 //! Conformance of storage events ([`EventedStorage`]): every store whose writes are events
 //! runs each case (see [`super`]) — the embedded store, which records them itself, and
-//! [`Logged`](crate::ports::storage_events::Logged) over each [`StorageEventLog`]
-//! (`crate::ports::storage_events::StorageEventLog`), run over [`MemoryBlobStore`].
+//! [`Logged`](crate::ports::storage_events::Logged) over each
+//! [`StorageEventLog`](crate::ports::storage_events::StorageEventLog), run over
+//! [`MemoryBlobStore`].
 
 use std::{
     collections::BTreeMap,
