@@ -10,7 +10,7 @@ use quintet_core::{
     conformance::Subject,
     ports::{
         cache::Cache, data::DocStore, queue::JobQueue, registry::Registry, search::SearchIndex,
-        storage::ObjectStorage,
+        storage::ObjectStorage, storage_events::EventedStorage,
     },
 };
 use quintet_embedded::{cache::CacheOptions, datadir::DataDir, disk::DiskSpace};
@@ -61,6 +61,14 @@ async fn storage(_: &str) -> Option<Subject<dyn ObjectStorage>> {
     let (tmp, dir) = dir();
     let signer = quintet_core::object::UrlSigner::new("test", [7; 32], vec![]);
     let port: Arc<dyn ObjectStorage> = Arc::new(dir.storage(clock(), signer, &disk(&dir)).unwrap());
+    Some(Subject::new(port).keeping((dir, tmp)))
+}
+
+async fn storage_events(_: &str) -> Option<Subject<dyn EventedStorage>> {
+    let (tmp, dir) = dir();
+    let signer = quintet_core::object::UrlSigner::new("test", [7; 32], vec![]);
+    let port: Arc<dyn EventedStorage> =
+        Arc::new(dir.storage(clock(), signer, &disk(&dir)).unwrap());
     Some(Subject::new(port).keeping((dir, tmp)))
 }
 
@@ -117,6 +125,9 @@ mod storage {
             super::super::storage,
             quintet_core::InstanceConfig::Storage
         );
+    }
+    mod events {
+        quintet_core::storage_events_conformance!(super::super::storage_events);
     }
 }
 

@@ -20,6 +20,10 @@
 //!   `pg_trgm` index for typos, BM25 statistics), implementing
 //!   [`quintet_core::ports::search::SearchIndex`] with the ranking rules of
 //!   `quintet_core::search`.
+//! - [`PgStorageEventLog`]: the event logs of storage instances whose objects are on S3
+//!   (which has no database), implementing
+//!   [`quintet_core::ports::storage_events::StorageEventLog`], woken across nodes by
+//!   `NOTIFY` like the data change feed (see [`storage_events`]).
 //! - [`error`]: PostgreSQL's errors as `core::Error`s, mapped in one place.
 //!
 //! Everything lives in the schema the URL's `search_path` names, in tables prefixed
@@ -36,6 +40,7 @@ mod listen;
 pub mod queue;
 pub mod registry;
 pub mod search;
+pub mod storage_events;
 
 pub use config::PgConfig;
 pub use data::PgDocStore;
@@ -43,3 +48,4 @@ pub use database::{PgClient, PgDatabase};
 pub use queue::PgJobQueue;
 pub use registry::PgRegistry;
 pub use search::PgSearchIndex;
+pub use storage_events::PgStorageEventLog;

@@ -13,10 +13,13 @@ use quintet_core::{
         queue::{JobQueue, QueueConfig},
         registry::Registry,
         search::{SearchConfig, SearchIndex},
+        storage_events::{EventedStorage, Logged},
     },
 };
 use quintet_engine_test::PgSchema;
-use quintet_postgres::{PgConfig, PgDatabase, PgDocStore, PgJobQueue, PgRegistry, PgSearchIndex};
+use quintet_postgres::{
+    PgConfig, PgDatabase, PgDocStore, PgJobQueue, PgRegistry, PgSearchIndex, PgStorageEventLog,
+};
 
 /// A pool on a fresh schema for `test`, or `None` when PostgreSQL is not configured.
 async fn database(test: &str) -> Option<(PgDatabase, PgSchema)> {
@@ -61,6 +64,18 @@ async fn search(test: &str) -> Option<Subject<dyn SearchIndex>> {
     Some(Subject::new(port).keeping(pg))
 }
 
+/// The storage event log, recording the writes of objects kept in memory (S3's part is
+/// the S3 adapter's own suite).
+async fn storage_events(test: &str) -> Option<Subject<dyn EventedStorage>> {
+    let (db, pg) = database(test).await?;
+    let log = Arc::new(PgStorageEventLog::open(db).await.unwrap());
+    let port: Arc<dyn EventedStorage> = Arc::new(Logged::new(
+        quintet_core::conformance::storage_events::MemoryBlobStore::default(),
+        log,
+    ));
+    Some(Subject::new(port).keeping(pg))
+}
+
 fn search_config() -> InstanceConfig {
     InstanceConfig::Search(SearchConfig {
         fields: vec!["title".into()],
@@ -98,5 +113,15 @@ mod search {
     quintet_core::search_conformance!(super::search);
     mod lifecycle {
         quintet_core::lifecycle_conformance!(super::super::search, super::super::search_config());
+    }
+}
+
+mod storage_events {
+    quintet_core::storage_events_conformance!(super::storage_events);
+    mod lifecycle {
+        quintet_core::lifecycle_conformance!(
+            super::super::storage_events,
+            quintet_core::InstanceConfig::Storage
+        );
     }
 }

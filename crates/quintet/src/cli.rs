@@ -366,8 +366,9 @@ pub struct ServeArgs {
     #[arg(long, value_name = "N")]
     pub feed_max_streams_per_client: Option<usize>,
 
-    /// Seconds a data change stays in its instance's change log: a feed may resume from a
-    /// sequence that recent, an older one is answered 410 [default: 604800, a week]
+    /// Seconds a data change (or a queue or storage event) stays in its instance's log: a
+    /// feed may resume from a sequence that recent, an older one is answered 410
+    /// [default: 604800, a week]
     #[arg(long, value_name = "SECONDS")]
     pub feed_retention: Option<u64>,
 

@@ -14,7 +14,7 @@ use quintet_core::{
     object::UrlSigner,
     ports::{
         cache::Cache, data::DocStore, queue::JobQueue, registry::Registry, search::SearchIndex,
-        storage::ObjectStorage,
+        storage::ObjectStorage, storage_events::StorageEvents,
     },
 };
 use quintet_embedded::{cache::CacheOptions, datadir::DataDir, disk::DiskSpace};
@@ -54,7 +54,9 @@ pub async fn open(
     let queue = shared.queue(&adapters.queue).await?;
     let search = shared.search(&adapters.search).await?;
     let shared_cache = shared.cache(&adapters.cache).await?;
-    let storage = shared.storage(&adapters.storage).await?;
+    let storage = shared
+        .storage(&adapters.storage, &adapters.registry)
+        .await?;
     accept(&shared.identity)?;
     let local = Local {
         dir,
@@ -66,13 +68,18 @@ pub async fn open(
         cache_store: std::cell::OnceCell::new(),
         blob_store: std::cell::OnceCell::new(),
     };
+    let (storage, storage_events) = match storage {
+        Some(shared) => shared,
+        None => local.storage()?,
+    };
     let services = Services {
         registry: registry.map_or_else(|| local.registry(), Ok)?,
         data: data.map_or_else(|| local.data(), Ok)?,
         cache: shared_cache.map_or_else(|| local.cache(), Ok)?,
         search: search.map_or_else(|| local.search(), Ok)?,
         queue: queue.map_or_else(|| local.queue(), Ok)?,
-        storage: storage.map_or_else(|| local.storage(), Ok)?,
+        storage,
+        storage_events,
     };
     let all_embedded = [
         adapters.registry.is_shared(),
@@ -140,11 +147,12 @@ impl Local<'_> {
         Ok(Arc::new(self.dir.queue(self.disk()?)?))
     }
 
-    fn storage(&self) -> anyhow::Result<Arc<dyn ObjectStorage>> {
+    /// The filesystem store, which keeps its event logs itself.
+    fn storage(&self) -> anyhow::Result<(Arc<dyn ObjectStorage>, Arc<dyn StorageEvents>)> {
         let signer = UrlSigner::from_keyring(&self.ring);
         let storage = Arc::new(self.dir.storage(self.clock(), signer, self.disk()?)?);
         let _ = self.blob_store.set(Arc::clone(&storage));
-        Ok(storage)
+        Ok((storage.clone(), storage))
     }
 
     fn clock(&self) -> Arc<dyn Clock> {
@@ -313,21 +321,40 @@ impl Shared {
     }
 
     /// Storage on S3, when `place` names it, bound to the registry's identity before the
-    /// start-up sweep (which removes what this registry does not know).
+    /// start-up sweep (which removes what this registry does not know), its writes
+    /// recorded in the event logs of the registry's database (`registry`, which
+    /// [`Adapters::check`] made shared).
     async fn storage(
-        &self,
+        &mut self,
         place: &Place<S3Config>,
-    ) -> anyhow::Result<Option<Arc<dyn ObjectStorage>>> {
-        Ok(match place.clone() {
-            Place::Embedded => None,
+        registry: &Place<PgConfig>,
+    ) -> anyhow::Result<Option<(Arc<dyn ObjectStorage>, Arc<dyn StorageEvents>)>> {
+        Ok(match (place.clone(), registry.clone()) {
+            (Place::Embedded, _) => None,
             #[cfg(feature = "s3")]
-            Place::Shared(config) => Some(s3(&config, &self.identity).await?),
+            (Place::Shared(_), Place::Embedded) => {
+                anyhow::bail!("storage on S3 needs the registry on PostgreSQL")
+            }
+            #[cfg(feature = "s3")]
+            (Place::Shared(config), Place::Shared(pg)) => {
+                let store = s3(&config, &self.identity).await?;
+                let log: Arc<quintet_postgres::PgStorageEventLog> = Arc::new(
+                    self.postgres(
+                        "storage events",
+                        &pg,
+                        quintet_postgres::PgStorageEventLog::open,
+                    )
+                    .await?,
+                );
+                let storage = quintet_core::ports::storage_events::Logged::new(store, log.clone());
+                Some((Arc::new(storage), log))
+            }
         })
     }
 }
 
 #[cfg(feature = "s3")]
-async fn s3(config: &S3Config, identity: &str) -> anyhow::Result<Arc<dyn ObjectStorage>> {
+async fn s3(config: &S3Config, identity: &str) -> anyhow::Result<quintet_s3::S3BlobStore> {
     use anyhow::Context as _;
     let store = quintet_s3::S3BlobStore::open(config)
         .await
@@ -337,5 +364,5 @@ async fn s3(config: &S3Config, identity: &str) -> anyhow::Result<Arc<dyn ObjectS
         .await
         .context("cannot open storage on S3")?;
     tracing::info!(store = %config.describe(), "storage on S3");
-    Ok(Arc::new(store))
+    Ok(store)
 }

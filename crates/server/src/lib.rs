@@ -99,6 +99,7 @@ pub async fn startup(state: &AppState) -> Result<()> {
     state.feeds.start_compactor(
         Arc::clone(&state.services.data),
         Arc::clone(&state.services.queue),
+        Arc::clone(&state.services.storage_events),
         Arc::clone(&state.clock),
     );
     Ok(())

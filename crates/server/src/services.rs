@@ -8,7 +8,7 @@ use quintet_core::{
     Result, ServiceType,
     ports::{
         Keep, Lifecycle, cache::Cache, data::DocStore, queue::JobQueue, registry::Registry,
-        search::SearchIndex, storage::ObjectStorage,
+        search::SearchIndex, storage::ObjectStorage, storage_events::StorageEvents,
     },
 };
 
@@ -27,6 +27,9 @@ pub struct Services {
     pub queue: Arc<dyn JobQueue>,
     /// Objects and their pre-signed URLs.
     pub storage: Arc<dyn ObjectStorage>,
+    /// The event logs of storage instances: the embedded store itself, or the log its
+    /// S3 store is wrapped with (see [`quintet_core::ports::storage_events`]).
+    pub storage_events: Arc<dyn StorageEvents>,
 }
 
 impl Services {

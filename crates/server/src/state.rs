@@ -121,7 +121,8 @@ impl AppState {
         let feed_listener: Weak<FeedHub> = Arc::downgrade(&feeds);
         let feed_listener: Weak<dyn FeedListener> = feed_listener;
         services.data.subscribe_changes(feed_listener.clone());
-        services.queue.subscribe_events(feed_listener);
+        services.queue.subscribe_events(feed_listener.clone());
+        services.storage_events.subscribe_events(feed_listener);
         let usage = Arc::new(Usage::new(Arc::clone(&services), Arc::clone(&clock)));
         let connections = ConnectionLimits::new(
             config.connections.max_connections,

@@ -21,6 +21,7 @@
 //! | [`search_conformance!`] | the test's name | `Subject<dyn SearchIndex>` |
 //! | [`queue_conformance!`] | the test's name | `Subject<dyn JobQueue>` |
 //! | [`storage_conformance!`] | the test's name | `Subject<dyn ObjectStorage>` |
+//! | [`storage_events_conformance!`] | the test's name | `Subject<dyn EventedStorage>` |
 //! | [`lifecycle_conformance!`]`(open, config)` | the test's name | a `Subject` of any port; `config` makes its instances |
 //!
 //! The macros expand to `#[tokio::test]` functions on a multi-threaded runtime (a guard
@@ -37,6 +38,7 @@ pub mod queue;
 pub mod registry;
 pub mod search;
 pub mod storage;
+pub mod storage_events;
 
 use std::{
     any::Any,
@@ -276,6 +278,22 @@ macro_rules! storage_conformance {
     };
 }
 
+/// One `#[tokio::test]` per storage events case; see the [module](self) for `$open`.
+#[macro_export]
+macro_rules! storage_events_conformance {
+    ($open:path) => {
+        $crate::conformance_cases!(
+            storage_events,
+            $open,
+            [
+                object_writes_are_events_in_order,
+                compaction_keeps_the_head_and_never_reuses_numbers,
+                writes_tell_feed_listeners,
+            ]
+        );
+    };
+}
+
 /// One `#[tokio::test]` per lifecycle case, with instances made from `$config` (an
 /// expression giving an `InstanceConfig`); see the [module](self) for `$open`.
 #[macro_export]
@@ -384,6 +402,11 @@ mod tests {
             ("search", include_str!("search.rs"), "SearchIndex"),
             ("queue", include_str!("queue.rs"), "JobQueue"),
             ("storage", include_str!("storage.rs"), "ObjectStorage"),
+            (
+                "storage_events",
+                include_str!("storage_events.rs"),
+                "EventedStorage",
+            ),
             ("lifecycle", include_str!("lifecycle.rs"), "Lifecycle"),
         ] {
             let defined = cases(source, port);

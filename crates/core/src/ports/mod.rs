@@ -19,6 +19,7 @@ pub mod queue;
 pub mod registry;
 pub mod search;
 pub mod storage;
+pub mod storage_events;
 
 /// Creating, dropping and closing the instances of one service type.
 ///

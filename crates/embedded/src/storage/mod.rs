@@ -1,8 +1,9 @@
 //! The storage service on the filesystem, with its metadata in SQLite.
 //!
 //! ```text
-//! <data-dir>/storage.db        per instance: table o<id> (path → blob, size, type, etag, mtime)
-//!                              and o<id>_inline (path → content of objects up to 64 KiB)
+//! <data-dir>/storage.db        per instance: table o<id> (path → blob, size, type, etag, mtime),
+//!                              o<id>_inline (path → content of objects up to 64 KiB) and
+//!                              o<id>_ev (the event log: uploads and removals, see `events`)
 //! <data-dir>/storage/<id>/     the instance's blob files, one per large object version
 //! ```
 //!
@@ -22,12 +23,22 @@
 //! Recently downloaded inline objects are also held in memory ([`crate::hot`], 32 MiB):
 //! downloading a popular small object again reads no SQLite page. Every write of a path
 //! (upload, removal) drops it there once committed, before it is acknowledged.
+//!
+//! Every upload and removal appends its event to the bucket's event log in the transaction
+//! that commits the object's row ([`events`]), and tells the feed listeners once committed.
 
 mod blobs;
+mod events;
 
 pub(crate) use blobs::is_blob_name;
 
-use std::{collections::HashSet, fs, path::Path, sync::Arc, time::Duration};
+use std::{
+    collections::HashSet,
+    fs,
+    path::Path,
+    sync::{Arc, Mutex, MutexGuard, PoisonError},
+    time::Duration,
+};
 
 use async_trait::async_trait;
 use quintet_core::{
@@ -39,11 +50,13 @@ use quintet_core::{
             BlobStore, ByteStream, Bytes, ListQuery, Object, ObjectMeta, Presign, object_missing,
             upload_interrupted,
         },
+        storage_events::ObjectEventKind,
     },
 };
 use rusqlite::{Connection, OptionalExtension, params};
 
 use crate::{
+    changelog::{Listeners, tell},
     disk::DiskSpace,
     hot::{Held, HotCache},
     instance_store::{InstanceDirs, TableLifecycle, blocking},
@@ -71,6 +84,15 @@ pub struct FsBlobStore {
     hot: Arc<HotCache<HotObject>>,
     /// Admits uploads while the disk has room; deletions are not asked.
     disk: Arc<DiskSpace>,
+    /// Buckets whose event log is known to exist (created, or written once by this
+    /// process); the others get theirs created by their next write.
+    logged: Arc<Mutex<HashSet<InstanceId>>>,
+    /// Told after every commit that recorded events.
+    listeners: Listeners,
+}
+
+fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
+    m.lock().unwrap_or_else(PoisonError::into_inner)
 }
 
 /// An inline object held in memory: its metadata and its whole content.
@@ -99,7 +121,8 @@ fn ddl(table: &str) -> String {
          CREATE TABLE \"{table}_inline\" (\
            path TEXT PRIMARY KEY, \
            data BLOB NOT NULL\
-         ) STRICT, WITHOUT ROWID;"
+         ) STRICT, WITHOUT ROWID; {}",
+        events::ddl(table)
     )
 }
 
@@ -131,6 +154,8 @@ impl FsBlobStore {
             clock,
             hot: Arc::new(HotCache::new(HOT_OBJECTS_BYTES)),
             disk: Arc::new(DiskSpace::unchecked(data_dir)),
+            logged: Arc::default(),
+            listeners: Arc::default(),
         })
     }
 
@@ -190,7 +215,9 @@ impl FsBlobStore {
         let meta = meta.clone();
         let gone = gone(instance);
         let forget = self.forget(instance.id, &meta.path);
-        self.db()
+        let create_log = !lock(&self.logged).contains(&instance.id);
+        let old = self
+            .db()
             .write_then(
                 move |c| {
                     let sql = |e| map_sql_gone(e, &gone);
@@ -231,17 +258,26 @@ impl FsBlobStore {
                             .and_then(|mut st| st.execute([path])),
                     }
                     .map_err(sql)?;
+                    let event = ObjectEventKind::written(&meta);
+                    events::record(c, &table, create_log, path, &event, meta.modified_ms)?;
                     Ok(old)
                 },
                 forget,
             )
-            .await
+            .await?;
+        lock(&self.logged).insert(instance.id);
+        Ok(old)
     }
 
-    /// What a write of `path` runs once committed: drop the object from the held ones.
+    /// What a write of `path` runs once committed: drop the object from the held ones, and
+    /// tell the feed listeners that the bucket's log may have grown.
     fn forget(&self, instance: InstanceId, path: &ObjectPath) -> impl FnOnce() + Send + 'static {
         let (hot, path) = (Arc::clone(&self.hot), path.as_str().to_owned());
-        move || hot.invalidate(instance, [path.as_str()])
+        let listeners = Arc::clone(&self.listeners);
+        move || {
+            hot.invalidate(instance, [path.as_str()]);
+            tell(&listeners, instance);
+        }
     }
 
     /// Remove blob files of live instances that no row references (left by a crash).
@@ -410,6 +446,7 @@ impl Lifecycle for FsBlobStore {
     async fn create_instance(&self, instance: &Instance) -> Result<()> {
         self.disk.admit()?;
         self.tables.create(instance.id).await?;
+        lock(&self.logged).insert(instance.id);
         let (dirs, id) = (self.dirs.clone(), instance.id);
         blocking(move || {
             let dir = dirs.create(id)?;
@@ -425,6 +462,7 @@ impl Lifecycle for FsBlobStore {
         let dropped = self.tables.drop(instance.id).await;
         // Forgotten even when the drop failed: what is held may be gone in part.
         self.hot.forget_instance(instance.id);
+        lock(&self.logged).remove(&instance.id);
         dropped?;
         let (dirs, id) = (self.dirs.clone(), instance.id);
         blocking(move || dirs.remove(id)).await
@@ -437,6 +475,7 @@ impl Lifecycle for FsBlobStore {
     async fn sweep(&self, keep: &Keep) -> Result<usize> {
         let tables = self.tables.sweep(keep).await;
         self.hot.retain_instances(|i| keep.keeps(i));
+        lock(&self.logged).retain(|i| keep.keeps(*i));
         let tables = tables?;
         let (this, keep) = (self.clone(), keep.clone());
         let dirs = blocking(move || {
@@ -598,6 +637,8 @@ impl BlobStore for FsBlobStore {
         let (gone, missing) = (gone(instance), missing_object(instance, path));
         let key = path.as_str().to_owned();
         let forget = self.forget(instance.id, path);
+        let create_log = !lock(&self.logged).contains(&instance.id);
+        let now_ms = self.clock.now_ms();
         let blob = self
             .db()
             .write_then(
@@ -615,11 +656,14 @@ impl BlobStore for FsBlobStore {
                     c.prepare_cached(&format!("DELETE FROM \"{table}_inline\" WHERE path = ?1"))
                         .and_then(|mut st| st.execute([&key]))
                         .map_err(|e| map_sql_gone(e, &gone))?;
+                    let event = ObjectEventKind::Removed;
+                    events::record(c, &table, create_log, &key, &event, now_ms)?;
                     Ok(blob)
                 },
                 forget,
             )
             .await?;
+        lock(&self.logged).insert(instance.id);
         let Some(blob) = blob else {
             return Ok(()); // an inline object: nothing on disk
         };

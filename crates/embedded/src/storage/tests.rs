@@ -449,3 +449,56 @@ async fn reads_racing_overwrites_never_bring_back_an_acknowledged_version() {
         r.await.unwrap();
     }
 }
+
+/// A bucket written before event logs existed has none: its feed is empty until its next
+/// write, which creates the log in its own transaction; a destroyed bucket's log goes
+/// with it.
+#[tokio::test]
+async fn a_bucket_older_than_event_logs_gets_one_on_its_next_write() {
+    use quintet_core::ports::storage_events::{ObjectEventKind, StorageEvents};
+
+    let dir = tempfile::tempdir().unwrap();
+    let store = FsBlobStore::open(dir.path(), Arc::new(SystemClock), signer()).unwrap();
+    let inst = instance(4);
+    store.create_instance(&inst).await.unwrap();
+    store
+        .put(&inst, &p("old"), "text/plain", body(vec![b"1".to_vec()]))
+        .await
+        .unwrap();
+    store.close().await.unwrap();
+    drop(store);
+    // As an older version left it: the objects' tables and no log.
+    let c = rusqlite::Connection::open(dir.path().join(super::DB)).unwrap();
+    c.execute_batch("DROP TABLE o4_ev").unwrap();
+    drop(c);
+
+    let store = FsBlobStore::open(dir.path(), Arc::new(SystemClock), signer()).unwrap();
+    assert_eq!(store.event_head(&inst).await.unwrap(), 0);
+    assert!(store.events(&inst, 0, 10).await.unwrap().changes.is_empty());
+    store.delete(&inst, &p("old")).await.unwrap();
+    let page = store.events(&inst, 0, 10).await.unwrap();
+    assert_eq!(page.changes.len(), 1);
+    assert_eq!(
+        (page.changes[0].seq, page.changes[0].event.clone()),
+        (1, ObjectEventKind::Removed)
+    );
+    store
+        .put(&inst, &p("new"), "text/plain", body(vec![b"2".to_vec()]))
+        .await
+        .unwrap();
+    assert_eq!(store.event_head(&inst).await.unwrap(), 2);
+
+    store.drop_instance(&inst).await.unwrap();
+    let c = rusqlite::Connection::open(dir.path().join(super::DB)).unwrap();
+    let left: i64 = c
+        .query_row(
+            "SELECT count(*) FROM sqlite_master WHERE name LIKE 'o4%'",
+            [],
+            |r| r.get(0),
+        )
+        .unwrap();
+    assert_eq!(
+        left, 0,
+        "the bucket's tables, its log included, are dropped"
+    );
+}

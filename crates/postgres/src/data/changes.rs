@@ -22,24 +22,17 @@
 //!
 //! **Wake-ups.** The trigger also sends `NOTIFY quintet_data_<md5 of the schema>` with the
 //! instance id (PostgreSQL sends it at commit, once per transaction and instance). One task
-//! per node holds a dedicated `LISTEN` connection and tells the node's listeners; when the
-//! connection is restored after a loss it tells them to re-read everything
-//! ([`FeedListener::resync`]), since notifications sent meanwhile are gone. A write made
-//! through this node also tells its listeners directly, before it is acknowledged.
-
-use std::{
-    sync::{Arc, Mutex, MutexGuard, PoisonError, Weak},
-    time::Duration,
-};
+//! per node holds a dedicated `LISTEN` connection and tells the node's listeners
+//! ([`crate::listen::FeedWaker`]); a write made through this node also tells its
+//! listeners directly, before it is acknowledged.
 
 use quintet_core::{
-    Instance, InstanceId, Result,
-    ports::changes::{Change, ChangesPage, FeedListener},
+    Instance, Result,
+    ports::changes::{Change, ChangesPage},
 };
-use tokio::task::JoinHandle;
 
 use super::instance_gone;
-use crate::{changelog, database::PgDatabase, listen::Session};
+use crate::{changelog, database::PgDatabase};
 
 /// The migration adding the change log (the second of data's migrations).
 pub(super) const MIGRATION: &str = r#"
@@ -150,118 +143,4 @@ pub(super) async fn head(db: &PgDatabase, instance: &Instance) -> Result<u64> {
 /// Remove entries written before `before_ms`, of every instance.
 pub(super) async fn compact(db: &PgDatabase, before_ms: i64) -> Result<u64> {
     changelog::compact(db, "quintet_data_changes", "instance", before_ms).await
-}
-
-/// First wait before reconnecting the `LISTEN` connection; doubled up to [`MAX_BACKOFF`].
-const MIN_BACKOFF: Duration = Duration::from_millis(100);
-
-/// Longest wait between reconnection attempts.
-const MAX_BACKOFF: Duration = Duration::from_secs(5);
-
-type Listeners = Arc<Mutex<Vec<Weak<dyn FeedListener>>>>;
-
-fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
-    m.lock().unwrap_or_else(PoisonError::into_inner)
-}
-
-fn live(listeners: &Listeners) -> Vec<Arc<dyn FeedListener>> {
-    let mut all = lock(listeners);
-    all.retain(|l| l.strong_count() > 0);
-    all.iter().filter_map(Weak::upgrade).collect()
-}
-
-/// The listening task, and who to tell.
-pub(super) struct Waker {
-    listeners: Listeners,
-    task: Mutex<Option<JoinHandle<()>>>,
-}
-
-impl std::fmt::Debug for Waker {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("Waker")
-            .field("listeners", &lock(&self.listeners).len())
-            .finish_non_exhaustive()
-    }
-}
-
-impl Waker {
-    /// Listen on `channel` of `db`; fails when the first `LISTEN` fails, later losses are
-    /// repaired in the background.
-    pub(super) async fn start(db: &PgDatabase, channel: &str) -> Result<Self> {
-        let listeners: Listeners = Arc::new(Mutex::new(Vec::new()));
-        let first = Session::open(db, "data-listen", channel).await?;
-        let task = tokio::spawn(run(
-            db.clone(),
-            channel.to_owned(),
-            Arc::clone(&listeners),
-            first,
-        ));
-        Ok(Self {
-            listeners,
-            task: Mutex::new(Some(task)),
-        })
-    }
-
-    pub(super) fn subscribe(&self, listener: Weak<dyn FeedListener>) {
-        lock(&self.listeners).push(listener);
-    }
-
-    /// Tell this node's listeners that `instance` changed.
-    pub(super) fn tell(&self, instance: InstanceId) {
-        for l in live(&self.listeners) {
-            l.changed(instance);
-        }
-    }
-
-    /// Stop listening.
-    pub(super) fn stop(&self) {
-        if let Some(task) = lock(&self.task).take() {
-            task.abort();
-        }
-    }
-}
-
-impl Drop for Waker {
-    fn drop(&mut self) {
-        self.stop();
-    }
-}
-
-async fn run(db: PgDatabase, channel: String, listeners: Listeners, first: Session) {
-    let mut session = Some(first);
-    let mut backoff = MIN_BACKOFF;
-    loop {
-        let Some(current) = session.as_mut() else {
-            tokio::time::sleep(backoff).await;
-            match Session::open(&db, "data-listen", &channel).await {
-                Ok(s) => {
-                    tracing::info!("listening for data changes again");
-                    session = Some(s);
-                    backoff = MIN_BACKOFF;
-                    for l in live(&listeners) {
-                        l.resync();
-                    }
-                }
-                Err(e) => {
-                    tracing::warn!(error = %e, retry_in = ?backoff, "cannot listen for data changes");
-                    backoff = (backoff * 2).min(MAX_BACKOFF);
-                }
-            }
-            continue;
-        };
-        match current.payloads.recv().await {
-            Some(Some(payload)) => match payload.parse::<i64>() {
-                Ok(id) => {
-                    for l in live(&listeners) {
-                        l.changed(InstanceId(id));
-                    }
-                }
-                Err(_) => tracing::warn!(payload, "unreadable data change notification"),
-            },
-            _ => {
-                tracing::warn!("lost the connection listening for data changes; reconnecting");
-                session = None;
-            }
-        }
-    }
 }

@@ -59,7 +59,7 @@ use quintet_core::{
 };
 use tokio_postgres::GenericClient;
 
-use crate::{database::PgDatabase, error::pg_error};
+use crate::{database::PgDatabase, error::pg_error, listen::FeedWaker};
 
 /// The schema migrations of data, append only (see [`PgDatabase::migrate`]).
 const MIGRATIONS: &[&str] = &[
@@ -118,7 +118,7 @@ pub struct PgDocStore {
     /// Index definitions per instance as last read; every use checks the version.
     indexes: Arc<RwLock<HashMap<InstanceId, Arc<Indexes>>>>,
     /// Tells this node's feed listeners about changes made through any node.
-    wake: Arc<changes::Waker>,
+    wake: Arc<FeedWaker>,
 }
 
 fn instance_gone(instance: &Instance) -> Error {
@@ -151,7 +151,7 @@ impl PgDocStore {
             .map_err(pg_error)?
             .try_get(0)
             .map_err(pg_error)?;
-        let wake = Arc::new(changes::Waker::start(&db, &channel).await?);
+        let wake = Arc::new(FeedWaker::start(&db, "data-listen", "data changes", &channel).await?);
         Ok(Self {
             db,
             clock,

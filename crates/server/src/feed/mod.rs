@@ -1,6 +1,7 @@
 //! What the change feeds of one node share: a wake-up per followed instance, the count of
 //! open streams (per client and in all), the end of every stream at shutdown, and the
-//! periodic compaction of change logs (of data instances) and event logs (of queues).
+//! periodic compaction of change logs (of data instances) and event logs (of queues and
+//! storage instances).
 //!
 //! Streams pull: each reads the change log from its own position, at its own pace, and
 //! waits for a wake-up when it has read everything. Nothing is buffered per subscriber
@@ -18,7 +19,9 @@ use std::{
 
 use quintet_core::{
     Clock, Error, InstanceId, Result,
-    ports::{changes::FeedListener, data::DocStore, queue::JobQueue},
+    ports::{
+        changes::FeedListener, data::DocStore, queue::JobQueue, storage_events::StorageEvents,
+    },
 };
 use tokio::{sync::watch, task::JoinHandle};
 
@@ -176,12 +179,14 @@ impl FeedHub {
         }
     }
 
-    /// Remove change entries older than the retention from `data` and `queue` now, and
-    /// then periodically (a tenth of the retention, between a second and ten minutes).
+    /// Remove change entries older than the retention from `data`, `queue` and `storage`
+    /// now, and then periodically (a tenth of the retention, between a second and ten
+    /// minutes).
     pub fn start_compactor(
         &self,
         data: Arc<dyn DocStore>,
         queue: Arc<dyn JobQueue>,
+        storage: Arc<dyn StorageEvents>,
         clock: Arc<dyn Clock>,
     ) {
         let retention = self.settings.retention;
@@ -202,6 +207,11 @@ impl FeedHub {
                     Ok(0) => {}
                     Ok(n) => tracing::debug!(removed = n, "compacted queue event logs"),
                     Err(e) => tracing::warn!(error = %e, "compacting queue event logs failed"),
+                }
+                match storage.compact_events(before).await {
+                    Ok(0) => {}
+                    Ok(n) => tracing::debug!(removed = n, "compacted storage event logs"),
+                    Err(e) => tracing::warn!(error = %e, "compacting storage event logs failed"),
                 }
             }
         });

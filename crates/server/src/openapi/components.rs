@@ -606,6 +606,25 @@ fn schemas() -> Value {
                 "last_seq": {"type": "string"},
             },
         },
+        "ObjectEvent": {
+            "type": "object", "required": ["seq", "path", "event"],
+            "properties": {
+                "seq": {"type": "string", "description": "Opaque; resume with `since=<seq>`."},
+                "path": {"type": "string", "description": "The object's path."},
+                "event": {"type": "string", "enum": ["written", "removed"]},
+                "size": {"type": "integer", "minimum": 0, "description": "With `written` events: the object's length in bytes."},
+                "etag": {"type": "string", "description": "With `written` events: the object's entity tag, without quotes."},
+                "content_type": {"type": "string", "description": "With `written` events: the object's media type."},
+            },
+        },
+        "ObjectEvents": {
+            "type": "object", "required": ["ok", "results", "last_seq"],
+            "properties": {
+                "ok": {"const": true},
+                "results": {"type": "array", "items": schema("ObjectEvent")},
+                "last_seq": {"type": "string"},
+            },
+        },
     }));
     parts.push(json!({
         "ImportReport": {

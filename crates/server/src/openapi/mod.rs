@@ -436,6 +436,8 @@ mod tests {
             "/{app}/data/{instance}/_changes",
             "/queue/{instance}/_changes",
             "/{app}/queue/{instance}/_changes",
+            "/storage/{instance}/_changes",
+            "/{app}/storage/{instance}/_changes",
         ] {
             let schema = &document()["paths"][path]["get"]["responses"]["200"]["content"]["text/event-stream"]
                 ["schema"];

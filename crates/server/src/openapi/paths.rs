@@ -391,7 +391,8 @@ fn data() -> Vec<Op> {
 }
 
 /// `GET /<kind>/{instance}/_changes` (`data`: the changes of documents; `queue`: job
-/// events): one operation whose answer's media type follows `feed` (docs/feed.md).
+/// events; `storage`: object events): one operation whose answer's media type follows
+/// `feed` (docs/feed.md).
 fn changes(kind: &'static str) -> Op {
     let text = json!({"schema": {"type": "string"}});
     let (path, id, summary, page, describe) = match kind {
@@ -405,6 +406,18 @@ fn changes(kind: &'static str) -> Op {
              are empty lines; the last line is `{ok, last_seq}` or `{ok:false, status, msg, \
              last_seq}`); `eventsource` streams Server-Sent Events (`text/event-stream`), each \
              change a message whose `id` is its sequence, then an `end` event.",
+        ),
+        "storage" => (
+            "/storage/{instance}/_changes",
+            "storage.changes",
+            "Follow the object events",
+            "ObjectEvents",
+            "The storage instance's object events (docs/feed.md): `written` (an upload, with the \
+             object's `size`, `etag` and `content_type`) and `removed`, in the order they were \
+             recorded. The feeds and their formats are the data change feed's: `normal` and \
+             `longpoll` answer JSON, `continuous` NDJSON, `eventsource` Server-Sent Events, each \
+             event a message whose `id` is its sequence, then an `end` event. `GET` of an object \
+             stored at the top-level path `_changes` is this feed.",
         ),
         _ => (
             "/queue/{instance}/_changes",
@@ -951,6 +964,7 @@ fn storage() -> Vec<Op> {
             .answer("200", ok("Removed."))
             .answer("404", not_found("No such instance or object."))
             .answer("422", error("A path that breaks the path rules.")),
+        changes("storage"),
     ]
 }
 

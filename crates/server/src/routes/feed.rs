@@ -1,9 +1,10 @@
-//! `GET /data/<instance>/_changes` (a data instance's changes) and `GET
-//! /queue/<instance>/_changes` (a queue's job events), as one answer (`normal`), one answer
-//! once there is something to say (`longpoll`), or a stream (`continuous`: a JSON object
-//! per line; `eventsource`: Server-Sent Events).
+//! `GET /data/<instance>/_changes` (a data instance's changes), `GET
+//! /queue/<instance>/_changes` (a queue's job events) and `GET /storage/<instance>/_changes`
+//! (a bucket's object events), as one answer (`normal`), one answer once there is
+//! something to say (`longpoll`), or a stream (`continuous`: a JSON object per line;
+//! `eventsource`: Server-Sent Events).
 //!
-//! Both follow a log numbered from 1 in commit order ([`Log`]); everything else — the
+//! Each follows a log numbered from 1 in commit order ([`Log`]); everything else — the
 //! parameters, waiting, bounds, credentials, the formats — is shared.
 //!
 //! The calls, their parameters and the formats: `docs/feed.md`. How streams wait and why
@@ -27,6 +28,7 @@ use quintet_core::{
     ports::{
         changes::{Change, MAX_CHANGES_PAGE, Seq, Since},
         queue::JobEvent,
+        storage_events::{ObjectEvent, ObjectEventKind},
     },
 };
 use serde_json::{Map, Value};
@@ -61,6 +63,7 @@ pub(super) fn routes() -> Router<AppState> {
     Router::new()
         .route("/data/{instance}/_changes", get(data_changes))
         .route("/queue/{instance}/_changes", get(queue_changes))
+        .route("/storage/{instance}/_changes", get(storage_changes))
 }
 
 /// `feed`.
@@ -238,6 +241,24 @@ async fn queue_changes(
         params.map_err(|e| ApiError(Error::BadRequest(format!("bad query string: {e}"))))?;
     let p = Params::parse(&pairs, &headers, &inst, false)?;
     let log = QueueLog {
+        s: s.clone(),
+        inst: Arc::clone(&inst.0),
+    };
+    follow(s, inst.0, p, principal, addr, Box::new(log)).await
+}
+
+async fn storage_changes(
+    State(s): State<AppState>,
+    inst: Inst<kind::Storage>,
+    principal: Option<Extension<Principal>>,
+    addr: Option<Extension<ClientAddr>>,
+    headers: HeaderMap,
+    params: Result<Query<Vec<(String, String)>>, QueryRejection>,
+) -> ApiResult {
+    let Query(pairs) =
+        params.map_err(|e| ApiError(Error::BadRequest(format!("bad query string: {e}"))))?;
+    let p = Params::parse(&pairs, &headers, &inst, false)?;
+    let log = StorageLog {
         s: s.clone(),
         inst: Arc::clone(&inst.0),
     };
@@ -434,6 +455,61 @@ fn job_event(inst: &Instance, e: JobEvent) -> Value {
     );
     if let Some(error) = e.error {
         m.insert("error".into(), Value::String(error));
+    }
+    Value::Object(m)
+}
+
+/// A bucket's event log.
+struct StorageLog {
+    s: AppState,
+    inst: Arc<Instance>,
+}
+
+#[async_trait]
+impl Log for StorageLog {
+    async fn head(&self) -> Result<u64> {
+        self.s.services.storage_events.event_head(&self.inst).await
+    }
+
+    async fn read(&self, at: u64, want: usize, shared: Shared<'_>) -> Result<Read> {
+        let log = &self.s.services.storage_events;
+        let events = shared
+            .tail
+            .read(
+                at,
+                want,
+                shared.seen,
+                || shared.now(),
+                |after, n| log.events(&self.inst, after, n),
+            )
+            .await?;
+        let last = events.last().map(|e| e.seq);
+        Ok(Read {
+            out: events
+                .into_iter()
+                .map(|e| object_event(&self.inst, e))
+                .collect(),
+            last,
+        })
+    }
+}
+
+/// An object event as sent: `{seq, path, event}`, and `size`, `etag`, `content_type` with
+/// `written` events.
+fn object_event(inst: &Instance, e: ObjectEvent) -> Value {
+    let mut m = Map::new();
+    m.insert("seq".into(), Value::String(seq(inst, e.seq)));
+    m.insert("path".into(), Value::String(e.path));
+    m.insert("event".into(), Value::String(e.event.as_str().into()));
+    if let ObjectEventKind::Written {
+        size,
+        etag,
+        content_type,
+    } = e.event
+    {
+        m.insert("size".into(), Value::from(size));
+        m.insert("etag".into(), Value::String(etag));
+        m.insert("content_type".into(), Value::String(content_type));
     }
     Value::Object(m)
 }

@@ -26,4 +26,5 @@ mod queue;
 mod quotas;
 mod search;
 mod storage;
+mod storage_events;
 mod tls;

@@ -239,3 +239,109 @@ async fn queue_events_through_two_nodes_reach_a_subscriber_on_either() {
         assert_eq!(all.body["results"].as_array().unwrap(), &streamed);
     }
 }
+
+/// Storage events on two nodes sharing a PostgreSQL registry and S3 storage: objects
+/// written and removed through node A reach a subscriber on node B (woken by its `LISTEN`
+/// connection, recorded in the registry's database), each once, in order, with the
+/// object's metadata, and both nodes answer the same log.
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn storage_events_through_one_node_reach_a_subscriber_on_the_other() {
+    let test = "storage_events_through_one_node_reach_a_subscriber_on_the_other";
+    let Some(pg) = engines::postgres(test).await else {
+        return;
+    };
+    let Some(s3) = engines::s3(test) else {
+        return;
+    };
+    let dir = tempfile::tempdir().unwrap();
+    let storage = format!(
+        "s3://{}/{}?endpoint={}&region={}&access_key_id={}&secret_access_key={}",
+        s3.bucket, s3.prefix, s3.endpoint, s3.region, s3.key, s3.secret
+    );
+    let args = [
+        "--registry",
+        pg.url(),
+        "--storage",
+        &storage,
+        "--admin-token",
+        ADMIN_TOKEN,
+    ];
+    let a = Process::spawn(Path::new(BIN), &dir.path().join("a"), &args);
+    let b = Process::spawn(Path::new(BIN), &dir.path().join("b"), &args);
+    a.put("/storage/media", None).await.expect(201);
+    let nodes = [Client::new(&a.url("")), Client::new(&b.url(""))];
+    let mut on_b = Lines::open(
+        &nodes[1],
+        "/storage/media/_changes?feed=continuous&since=now",
+    )
+    .await;
+    // A longpoll on B answers the first write through A.
+    let head = nodes[1]
+        .get("/storage/media/_changes")
+        .await
+        .expect(200)
+        .body["last_seq"]
+        .as_str()
+        .unwrap()
+        .to_owned();
+    let waiting = {
+        let node = Client::new(&b.url(""));
+        tokio::spawn(async move {
+            node.get(&format!(
+                "/storage/media/_changes?feed=longpoll&timeout=50000&since={head}"
+            ))
+            .await
+            .expect(200)
+            .body
+        })
+    };
+
+    const OBJECTS: usize = 10;
+    let mut etags = Vec::new();
+    for n in 0..OBJECTS {
+        let up = nodes[0]
+            .request(Method::POST, &format!("/storage/media/o/{n}.txt"))
+            .header("content-type", "text/plain")
+            .body(format!("object {n}"));
+        let r = nodes[0].send(up).await.expect(200);
+        etags.push(r.header("etag").unwrap().trim_matches('"').to_owned());
+    }
+    nodes[0].delete("/storage/media/o/0.txt").await.expect(200);
+    let got = waiting.await.unwrap();
+    assert_eq!(got["results"][0]["path"], "o/0.txt", "{got}");
+
+    let mut streamed: Vec<Value> = Vec::new();
+    while streamed.len() < OBJECTS + 1 {
+        streamed.push(on_b.next().await.unwrap());
+    }
+    for (i, e) in streamed.iter().enumerate() {
+        let n: usize = e["seq"]
+            .as_str()
+            .unwrap()
+            .split('-')
+            .next()
+            .unwrap()
+            .parse()
+            .unwrap();
+        assert_eq!(n, i + 1, "numbered in order without a gap: {e}");
+        if i < OBJECTS {
+            assert_eq!(e["path"], format!("o/{i}.txt"), "{e}");
+            assert_eq!(e["event"], "written", "{e}");
+            assert_eq!(e["etag"], etags[i].as_str(), "{e}");
+            assert_eq!(e["content_type"], "text/plain", "{e}");
+            assert_eq!(e["size"], format!("object {i}").len(), "{e}");
+        }
+    }
+    assert_eq!(
+        streamed[OBJECTS],
+        json!({"seq": streamed[OBJECTS]["seq"], "path": "o/0.txt", "event": "removed"})
+    );
+    // Each node's log is the same log.
+    for node in &nodes {
+        let all = node
+            .get("/storage/media/_changes?since=0")
+            .await
+            .expect(200);
+        assert_eq!(all.body["results"].as_array().unwrap(), &streamed);
+    }
+}
