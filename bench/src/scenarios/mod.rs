@@ -91,6 +91,13 @@ pub enum Target {
     ItemsPerSec(f64),
     /// Median latency at most this many milliseconds.
     P50AtMostMs(f64),
+    /// Median and 99th-percentile latency at most these many milliseconds.
+    LatencyAtMostMs {
+        /// Most median latency, ms.
+        p50: f64,
+        /// Most 99th-percentile latency, ms.
+        p99: f64,
+    },
     /// Throughput at least this many megabytes per second.
     MegabytesPerSec(f64),
     /// Items per second at least `items_per_sec`, and the server's resident memory growing
@@ -120,6 +127,7 @@ impl Target {
             Self::RatioOf { what, at_least } => format!("≥{:.0} % of {what}", at_least * 100.0),
             Self::ItemsPerSec(n) => format!("≥{n:.0} items/s"),
             Self::P50AtMostMs(ms) => format!("p50 ≤{ms} ms"),
+            Self::LatencyAtMostMs { p50, p99 } => format!("p50 ≤{p50} ms, p99 ≤{p99} ms"),
             Self::MegabytesPerSec(mb) => format!("≥{mb:.0} MB/s"),
             Self::MegabytesPerSecFlatMemory {
                 mb_per_sec,
@@ -141,6 +149,9 @@ impl Target {
             Self::ItemsPerSec(n) => m.items_per_sec.map(|x| x >= *n),
             // No latency at all is a scenario that failed before measuring: not met.
             Self::P50AtMostMs(ms) => Some(m.p50_ms > 0.0 && m.p50_ms <= *ms),
+            Self::LatencyAtMostMs { p50, p99 } => {
+                Some(m.p50_ms > 0.0 && m.p50_ms <= *p50 && m.p99_ms <= *p99)
+            }
             Self::MegabytesPerSec(mb) => m.megabytes_per_sec.map(|x| x >= *mb),
             // Memory that could not be read does not count as flat.
             Self::ItemsPerSecFlatMemory {
@@ -407,5 +418,15 @@ mod tests {
         assert_eq!(goal.met(&p50(55.0)), Some(true));
         assert_eq!(goal.met(&p50(301.0)), Some(false));
         assert_eq!(goal.met(&Measurement::default()), Some(false), "it failed");
+        let both = Target::LatencyAtMostMs { p50: 5.0, p99: 20.0 };
+        let at = |p50_ms: f64, p99_ms: f64| Measurement {
+            p50_ms,
+            p99_ms,
+            ..Measurement::default()
+        };
+        assert_eq!(both.met(&at(3.5, 19.0)), Some(true));
+        assert_eq!(both.met(&at(3.5, 39.0)), Some(false), "the tail counts");
+        assert_eq!(both.met(&at(6.0, 19.0)), Some(false));
+        assert_eq!(both.met(&Measurement::default()), Some(false), "it failed");
     }
 }
