@@ -4,7 +4,7 @@
 //! Every setting is defined once, as a field of [`ServeArgs`]: the field's name is the TOML
 //! key, its kebab-case form the flag (`--max-body-bytes`), and its upper-case form with a
 //! `QUINTET_` prefix the environment variable (`QUINTET_MAX_BODY_BYTES`, added to every
-//! flag by [`command`]); its default and checks live in [`ServeArgs::resolve`]. So a new
+//! flag by [`command`](crate::command::command)); its default and checks live in [`ServeArgs::resolve`]. So a new
 //! setting cannot be forgotten in one of the three places, and a test checks all three
 //! for every setting.
 //!
@@ -221,7 +221,7 @@ pub struct ServeArgs {
     #[arg(long, value_name = "HOSTS", value_delimiter = ',')]
     pub allowed_hosts: Option<Vec<String>>,
 
-    /// Web origins (scheme://host[:port]) whose pages may call the domain form and the
+    /// Web origins (scheme://host, or scheme://host:port) whose pages may call the domain form and the
     /// admin API from a browser (CORS), e.g. http://localhost:5173 for a local front end;
     /// `*` allows any. Pages of the server's own origin always may; the application form
     /// and pre-signed URLs answer every origin [default: none]

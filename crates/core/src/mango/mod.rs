@@ -20,7 +20,7 @@
 //! - [`selector`]: parsing (with CouchDB's normalization) and matching.
 //! - [`collate`]: comparing values; [`keycode`]: the same order as bytes.
 //! - [`query`]: `_query` and `_index` bodies; projection.
-//! - [`plan`]: which index and key ranges answer a query; [`exec`]: the answer from
+//! - [`plan`](mod@plan): which index and key ranges answer a query; [`exec`]: the answer from
 //!   candidates.
 
 pub mod collate;

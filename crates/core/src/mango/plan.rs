@@ -1,7 +1,7 @@
 //! The query planner: which index to walk, over which key ranges, in which direction.
 //!
 //! An index holds one entry per document (partial indexes: per matching document) keyed by
-//! the concatenated [`keycode`](super::keycode) encodings of its fields, missing fields as
+//! the concatenated [`keycode`] encodings of its fields, missing fields as
 //! the lowest value, and then the document id. The planner turns the selector's top-level
 //! conditions on the index's leading fields into byte ranges `[lo, hi)` over those keys:
 //! `$eq` a point, `$gt`/`$gte`/`$lt`/`$lte` a range, `$in` points (plus every array value,

@@ -328,7 +328,8 @@ impl<S: Send + Sync + fmt::Debug + 'static> StorageEvents for Logged<S> {
 }
 
 /// A store whose writes are events: what the storage events conformance suite checks
-/// ([`crate::conformance::storage_events`]). Implemented for every type that is both.
+/// (`quintet_core::conformance::storage_events`, with the `conformance` feature).
+/// Implemented for every type that is both.
 pub trait EventedStorage: BlobStore + StorageEvents {}
 
 impl<T: BlobStore + StorageEvents> EventedStorage for T {}
