@@ -99,13 +99,26 @@ fn changes_ddl(table: &str) -> String {
     )
 }
 
+/// The statement that appends a change to the log of `table`.
+fn record_sql(table: &str) -> String {
+    format!("INSERT INTO \"{table}_ch\" (id, deleted, at_ms) VALUES (?1, ?2, ?3)")
+}
+
 /// Append the change of document `id` to the log of `table`, in the write's transaction.
 fn record(c: &Connection, table: &str, id: &str, deleted: bool, at_ms: i64) -> Result<()> {
-    c.prepare_cached(&format!(
-        "INSERT INTO \"{table}_ch\" (id, deleted, at_ms) VALUES (?1, ?2, ?3)"
-    ))
-    .and_then(|mut s| s.execute(params![id, deleted, at_ms]))
-    .map_err(sql_error)?;
+    let mut log = c.prepare_cached(&record_sql(table)).map_err(sql_error)?;
+    record_with(&mut log, id, deleted, at_ms)
+}
+
+/// [`record`] with the statement prepared once for many changes.
+fn record_with(
+    log: &mut rusqlite::CachedStatement<'_>,
+    id: &str,
+    deleted: bool,
+    at_ms: i64,
+) -> Result<()> {
+    log.execute(params![id, deleted, at_ms])
+        .map_err(sql_error)?;
     Ok(())
 }
 
@@ -463,16 +476,17 @@ impl DocStore for SqliteDocStore {
             let mut out = Vec::with_capacity(prepared.len());
             // Prepared once for the whole batch, not looked up per document.
             let mut upsert = c.prepare_cached(&upsert_sql(table)).map_err(sql_error)?;
+            let mut log = c.prepare_cached(&record_sql(table)).map_err(sql_error)?;
             for p in prepared {
                 out.push(match p {
                     Prepared::Put { id, text } => {
                         upsert_doc(c, table, idx, &mut upsert, id.as_str(), &text)?;
-                        record(c, table, id.as_str(), false, at)?;
+                        record_with(&mut log, id.as_str(), false, at)?;
                         BulkOutcome::applied(&id)
                     }
                     Prepared::Delete { id } => {
                         if delete_doc(c, table, idx, id.as_str())? {
-                            record(c, table, id.as_str(), true, at)?;
+                            record_with(&mut log, id.as_str(), true, at)?;
                             BulkOutcome::applied(&id)
                         } else {
                             BulkOutcome::failed(

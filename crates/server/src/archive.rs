@@ -24,7 +24,7 @@ use quintet_core::{
     mango::IndexDef,
     ports::{
         cache::SetMode,
-        data::{BulkOp, ListQuery},
+        data::{BulkOp, ListQuery, MAX_BULK_ENTRIES},
         queue::{CarriedJob, JobBody, JobStatus, ListJobs, MAX_ERROR_BYTES, MAX_LIST_LIMIT},
         search::SearchKey,
         storage::{ByteStream, ListQuery as ObjectList, ObjectPath},
@@ -37,10 +37,14 @@ use tokio::sync::mpsc;
 
 use crate::state::AppState;
 
-/// Documents per bulk write, and search documents per commit, on import.
-const BATCH: usize = 1_000;
+/// Documents per bulk write on import: as many as one bulk request may carry, so that a
+/// large import commits (and on the embedded engine `fsync`s) once per 10,000 documents
+/// rather than once per 1,000.
+const BATCH: usize = MAX_BULK_ENTRIES;
 /// Bytes of documents per bulk write at most, on import.
 const BATCH_BYTES: usize = 4 * 1024 * 1024;
+/// Search documents per commit, on import.
+const SEARCH_BATCH: usize = 1_000;
 /// Items per page when walking an instance.
 const PAGE: usize = 1_000;
 
@@ -446,6 +450,10 @@ struct Current {
     existed: bool,
     docs: Vec<BulkOp>,
     doc_bytes: usize,
+    /// The write of the previous batch of documents, still running: the next batch is
+    /// read and checked meanwhile (at most one write in flight, so batches apply in order
+    /// and at most two are held).
+    writing: Option<tokio::task::JoinHandle<Result<()>>>,
     search: Vec<SearchDoc>,
     object: Option<Upload>,
 }
@@ -504,10 +512,14 @@ impl Importer {
     /// Undo what a failed import created (nothing in merge mode into what existed), and
     /// answer `e`.
     pub async fn fail(&mut self, e: Error) -> Error {
-        if let Some(current) = self.current.take()
-            && let Some(upload) = current.object
-        {
-            upload.task.abort();
+        if let Some(current) = self.current.take() {
+            if let Some(upload) = current.object {
+                upload.task.abort();
+            }
+            // Let a write in flight end before its instance is removed.
+            if let Some(writing) = current.writing {
+                let _ = writing.await;
+            }
         }
         let undo = std::mem::take(&mut self.undo);
         let instances = &self.state.instances;
@@ -548,6 +560,10 @@ impl Importer {
     }
 
     async fn apply(&mut self, record: Record) -> Result<()> {
+        if record.kind != Kind::Doc {
+            // Every other record applies after the documents before it.
+            self.settle().await?;
+        }
         match record.kind {
             Kind::Header => {
                 let header: Header = record.parse()?;
@@ -610,7 +626,7 @@ impl Importer {
                 current.doc_bytes += record.payload.len();
                 current.docs.push(op);
                 if current.docs.len() >= BATCH || current.doc_bytes >= BATCH_BYTES {
-                    self.flush().await?;
+                    self.write_docs().await?;
                 }
             }
             Kind::Cache => {
@@ -639,7 +655,7 @@ impl Importer {
                 let doc = SearchDoc::new(key, doc, config)?;
                 let current = self.current_mut()?;
                 current.search.push(doc);
-                if current.search.len() >= BATCH {
+                if current.search.len() >= SEARCH_BATCH {
                     self.flush().await?;
                 }
             }
@@ -764,6 +780,7 @@ impl Importer {
             existed,
             docs: Vec::new(),
             doc_bytes: 0,
+            writing: None,
             search: Vec::new(),
             object: None,
         });
@@ -822,15 +839,32 @@ impl Importer {
             .ok_or_else(|| quintet_core::archive::corrupt("contents outside an instance"))
     }
 
-    /// Write the batched documents and search documents.
+    /// Write the batched documents and search documents, and wait for every write.
     async fn flush(&mut self) -> Result<()> {
+        self.write_docs().await?;
+        self.settle().await?;
         let services = Arc::clone(&self.state.services);
         let current = self.current_mut()?;
+        let search = std::mem::take(&mut current.search);
+        if !search.is_empty() {
+            services.search.bulk(&current.instance, search).await?;
+        }
+        Ok(())
+    }
+
+    /// Start the write of the batched documents once the previous batch's write ended;
+    /// it runs while the next batch is read.
+    async fn write_docs(&mut self) -> Result<()> {
+        self.settle().await?;
+        let services = Arc::clone(&self.state.services);
+        let current = self.current_mut()?;
+        if current.docs.is_empty() {
+            return Ok(());
+        }
         let inst = Arc::clone(&current.instance);
         let docs = std::mem::take(&mut current.docs);
         current.doc_bytes = 0;
-        let search = std::mem::take(&mut current.search);
-        if !docs.is_empty() {
+        current.writing = Some(tokio::spawn(async move {
             for outcome in services.data.bulk(&inst, docs).await? {
                 if !outcome.ok {
                     return Err(Error::invalid(format!(
@@ -840,11 +874,19 @@ impl Importer {
                     )));
                 }
             }
-        }
-        if !search.is_empty() {
-            services.search.bulk(&inst, search).await?;
-        }
+            Ok(())
+        }));
         Ok(())
+    }
+
+    /// Wait for the documents' write in flight, if any; its error is the import's.
+    async fn settle(&mut self) -> Result<()> {
+        let Some(writing) = self.current.as_mut().and_then(|c| c.writing.take()) else {
+            return Ok(());
+        };
+        writing
+            .await
+            .map_err(|e| Error::internal(format!("a write of documents failed: {e}")))?
     }
 
     /// When the current object has all its bytes, end its upload and wait for it.
@@ -875,13 +917,12 @@ async fn tally_of(state: &AppState, instance: &Instance) -> Result<Tally> {
 /// The write of a document's stored text, checked as a bulk entry is (stored as it is
 /// when already in stored form, else parsed and written anew).
 fn doc_op(text: &str) -> Result<BulkOp> {
-    let mut ops = BulkOp::parse_text(&format!("[{text}]"))?;
-    match ops.pop() {
-        Some(op @ BulkOp::Put { .. }) if ops.is_empty() => Ok(op),
-        Some(BulkOp::Reject { error, .. }) => Err(quintet_core::archive::corrupt(format!(
+    match BulkOp::parse_entry(text) {
+        op @ BulkOp::Put { .. } => Ok(op),
+        BulkOp::Reject { error, .. } => Err(quintet_core::archive::corrupt(format!(
             "a document is not one: {error}"
         ))),
-        _ => Err(quintet_core::archive::corrupt("a document is not one")),
+        BulkOp::Delete { .. } => Err(quintet_core::archive::corrupt("a document is not one")),
     }
 }
 

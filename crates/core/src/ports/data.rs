@@ -284,7 +284,10 @@ impl BulkOp {
             ))
         })?;
         check_count(entries.len())?;
-        Ok(entries.into_iter().map(Self::parse_raw).collect())
+        Ok(entries
+            .into_iter()
+            .map(|raw| Self::parse_entry(raw.get()))
+            .collect())
     }
 
     /// Parse a bulk body given as a JSON value; see [`BulkOp::parse_text`].
@@ -299,8 +302,10 @@ impl BulkOp {
         Ok(entries.into_iter().map(Self::parse_one).collect())
     }
 
-    fn parse_raw(raw: &RawValue) -> Self {
-        let text = raw.get();
+    /// Parse one entry of a bulk body given as its own JSON text, as
+    /// [`BulkOp::parse_text`] parses each entry of the array: text already in stored form
+    /// is kept as it is, other text is parsed and checked.
+    pub fn parse_entry(text: &str) -> Self {
         if let Ok(head) = serde_json::from_str::<EntryHead<'_>>(text)
             && head.deleted.is_none()
             && head.update.is_none()

@@ -495,7 +495,26 @@ impl Captured {
 
     /// Copy what was captured into the backup, hash every file and write the manifest
     /// last. Blocking: run it on a thread of its own. `progress` is told how far it is.
+    ///
+    /// The work runs on threads of its own at a lower CPU priority ([`BACKUP_NICE`] more
+    /// than the caller's), so that on a busy machine the backup yields the processor to
+    /// the requests the server is answering; the caller's thread (often one of tokio's
+    /// blocking pool) keeps its priority.
     pub fn write(self, progress: &(dyn Fn(Progress) + Sync)) -> Result<Manifest> {
+        std::thread::scope(|s| {
+            std::thread::Builder::new()
+                .name("backup".into())
+                .spawn_scoped(s, move || {
+                    lower_priority();
+                    self.write_here(progress)
+                })
+                .map_err(|e| Error::internal(format!("cannot start the backup thread: {e}")))?
+                .join()
+                .unwrap_or_else(|_| Err(Error::internal("the backup thread panicked")))
+        })
+    }
+
+    fn write_here(self, progress: &(dyn Fn(Progress) + Sync)) -> Result<Manifest> {
         let total = self.total_bytes();
         let done = AtomicU64::new(0);
         let mut rels = Vec::with_capacity(self.pieces.len());
@@ -570,6 +589,24 @@ impl Captured {
         };
         manifest.write(dest).map_err(|e| io_error(dest, &e))?;
         Ok(manifest)
+    }
+}
+
+/// How much lower than its caller's the CPU priority of a backup's threads is (nice
+/// values; 19 at most). At nice +10 a busy thread gets about a tenth of the processor
+/// time of a busy thread at +0.
+pub const BACKUP_NICE: i32 = 10;
+
+/// Lower the calling thread's CPU priority by [`BACKUP_NICE`]. On Linux the nice value
+/// belongs to the thread (`setpriority(PRIO_PROCESS, 0, …)` changes the caller only), and
+/// the threads it starts inherit it. Best effort: a failure leaves the priority as it was.
+fn lower_priority() {
+    let Ok(now) = rustix::process::getpriority_process(None) else {
+        return;
+    };
+    let lower = (now + BACKUP_NICE).min(19);
+    if let Err(e) = rustix::process::setpriority_process(None, lower) {
+        tracing::debug!(error = %e, "cannot lower the backup's CPU priority");
     }
 }
 

@@ -299,3 +299,38 @@ fn restore_refuses_a_directory_that_holds_something_unless_forced() {
         vec![5u8; 4096]
     );
 }
+
+#[test]
+fn a_backup_copies_and_hashes_at_a_lower_cpu_priority_than_its_caller() {
+    let tmp = tempfile::tempdir().unwrap();
+    let live = tmp.path().join("live");
+    fs::create_dir_all(live.join("storage/7")).unwrap();
+    fs::write(live.join("registry-id"), "embedded").unwrap();
+    fs::write(live.join("storage/7/blob"), vec![5u8; 4096]).unwrap();
+    let rt = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .unwrap();
+    let captured = rt
+        .block_on(Source::new(&live, None, None).capture(&tmp.path().join("b")))
+        .unwrap();
+    let caller = rustix::process::getpriority_process(None).unwrap();
+    // The nice value of every thread that reports progress: the copy's and the hashes'.
+    let seen = std::sync::Mutex::new(Vec::new());
+    captured
+        .write(&|p: Progress| {
+            let nice = rustix::process::getpriority_process(None).unwrap();
+            seen.lock().unwrap().push((p.phase, nice));
+        })
+        .unwrap();
+    let seen = seen.into_inner().unwrap();
+    let lowered = (caller + BACKUP_NICE).min(19);
+    assert!(seen.iter().any(|(phase, _)| *phase == "copy"), "{seen:?}");
+    assert!(seen.iter().any(|(phase, _)| *phase == "hash"), "{seen:?}");
+    assert!(
+        seen.iter().all(|(_, nice)| *nice == lowered),
+        "caller at {caller}: {seen:?}"
+    );
+    // The caller's own priority is untouched.
+    assert_eq!(rustix::process::getpriority_process(None).unwrap(), caller);
+}
