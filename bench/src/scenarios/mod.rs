@@ -418,7 +418,10 @@ mod tests {
         assert_eq!(goal.met(&p50(55.0)), Some(true));
         assert_eq!(goal.met(&p50(301.0)), Some(false));
         assert_eq!(goal.met(&Measurement::default()), Some(false), "it failed");
-        let both = Target::LatencyAtMostMs { p50: 5.0, p99: 20.0 };
+        let both = Target::LatencyAtMostMs {
+            p50: 5.0,
+            p99: 20.0,
+        };
         let at = |p50_ms: f64, p99_ms: f64| Measurement {
             p50_ms,
             p99_ms,
