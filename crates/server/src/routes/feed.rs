@@ -10,7 +10,7 @@
 //! The calls, their parameters and the formats: `docs/feed.md`. How streams wait and why
 //! a slow one costs writers nothing: [`crate::feed`].
 
-use std::{collections::VecDeque, sync::Arc, time::Duration};
+use std::{collections::VecDeque, future::Future, sync::Arc, time::Duration};
 
 use async_trait::async_trait;
 use axum::{
@@ -26,7 +26,7 @@ use quintet_core::{
     Error, Instance, Result,
     mango::Selector,
     ports::{
-        changes::{Change, MAX_CHANGES_PAGE, Seq, Since},
+        changes::{Change, ChangesPage, MAX_CHANGES_PAGE, Numbered, Seq, Since},
         queue::JobEvent,
         storage_events::{ObjectEvent, ObjectEventKind},
     },
@@ -317,9 +317,18 @@ struct Shared<'a> {
 }
 
 impl Shared<'_> {
-    /// The current wake-up count (without marking it seen).
-    fn now(&self) -> u64 {
-        *self.wake.borrow()
+    /// At most `want` entries after `at`, through the shared tail; `fetch(after, n)` reads
+    /// the store.
+    async fn read<E, F, Fut>(self, at: u64, want: usize, fetch: F) -> Result<Vec<E>>
+    where
+        E: Numbered + Clone + Send + 'static,
+        F: FnOnce(u64, usize) -> Fut,
+        Fut: Future<Output = Result<ChangesPage<E>>>,
+    {
+        let wake = self.wake;
+        self.tail
+            .read(at, want, self.seen, || *wake.borrow(), fetch)
+            .await
     }
 }
 
@@ -345,14 +354,7 @@ impl Log for DataLog {
     async fn read(&self, at: u64, want: usize, shared: Shared<'_>) -> Result<Read> {
         let data = &self.s.services.data;
         let changes = shared
-            .tail
-            .read(
-                at,
-                want,
-                shared.seen,
-                || shared.now(),
-                |after, n| data.changes(&self.inst, after, n),
-            )
+            .read(at, want, |after, n| data.changes(&self.inst, after, n))
             .await?;
         let last = changes.last().map(|c| c.seq);
         Ok(Read {
@@ -421,14 +423,7 @@ impl Log for QueueLog {
     async fn read(&self, at: u64, want: usize, shared: Shared<'_>) -> Result<Read> {
         let queue = &self.s.services.queue;
         let events = shared
-            .tail
-            .read(
-                at,
-                want,
-                shared.seen,
-                || shared.now(),
-                |after, n| queue.events(&self.inst, after, n),
-            )
+            .read(at, want, |after, n| queue.events(&self.inst, after, n))
             .await?;
         let last = events.last().map(|e| e.seq);
         Ok(Read {
@@ -474,14 +469,7 @@ impl Log for StorageLog {
     async fn read(&self, at: u64, want: usize, shared: Shared<'_>) -> Result<Read> {
         let log = &self.s.services.storage_events;
         let events = shared
-            .tail
-            .read(
-                at,
-                want,
-                shared.seen,
-                || shared.now(),
-                |after, n| log.events(&self.inst, after, n),
-            )
+            .read(at, want, |after, n| log.events(&self.inst, after, n))
             .await?;
         let last = events.last().map(|e| e.seq);
         Ok(Read {
