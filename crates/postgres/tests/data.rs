@@ -543,3 +543,89 @@ async fn same_answers_as_sqlite() {
         }
     }
 }
+
+/// Concurrent creates through two nodes, committed in groups: of two creates of one id,
+/// exactly one answers created, and never for an id that existed; every created document
+/// has its index entry and one change, numbered without a gap; and the creates of a node
+/// share commits.
+#[tokio::test]
+async fn concurrent_creates_share_commits_and_answer_alone() {
+    let Some(pg) = quintet_engine_test::postgres("data_group_creates").await else {
+        return;
+    };
+    let (a, b) = (open(&pg).await, open(&pg).await);
+    let inst = conformance::instance(InstanceConfig::Data);
+    a.create_instance(&inst).await.unwrap();
+    a.create_index(
+        &inst,
+        IndexDef::from_json(&json!({"fields": ["n"], "name": "by-n"})).unwrap(),
+    )
+    .await
+    .unwrap();
+    for i in 0..20 {
+        let k = format!("x{i:03}");
+        a.create(&inst, Some(id(&k)), doc(json!({"n": i})))
+            .await
+            .unwrap();
+        // Both nodes know the definitions, so the creates below queue at once.
+        b.get(&inst, &id(&k)).await.unwrap();
+    }
+    b.indexes(&inst).await.unwrap();
+
+    let tasks: Vec<_> = (0..100)
+        .flat_map(|i| [(a.clone(), i), (b.clone(), i)])
+        .map(|(node, i)| {
+            let inst = inst.clone();
+            tokio::spawn(async move {
+                let k = format!("x{i:03}");
+                let created = node.create(&inst, Some(id(&k)), doc(json!({"n": i}))).await;
+                (i, created.map(|_| ()))
+            })
+        })
+        .collect();
+    let mut created = [0; 100];
+    for t in tasks {
+        let (i, outcome) = t.await.unwrap();
+        match outcome {
+            Ok(()) => created[i] += 1,
+            Err(quintet_core::Error::Conflict(msg)) => {
+                assert!(msg.contains("already exists"), "{msg}")
+            }
+            Err(e) => panic!("x{i:03}: {e}"),
+        }
+    }
+    for (i, n) in created.iter().enumerate() {
+        assert_eq!(*n, usize::from(i >= 20), "x{i:03} created {n} times");
+    }
+
+    let (docs, index) = find(
+        &b,
+        &inst,
+        json!({"selector": {"n": {"$gte": 0}}, "limit": 1000, "execution_stats": true}),
+    )
+    .await;
+    assert_eq!(index.as_deref(), Some("by-n"));
+    assert_eq!(docs.len(), 100);
+    let entries = sql(&pg, "SELECT count(*) FROM quintet_data_keys").await;
+    assert_eq!(entries[0].get::<_, i64>(0), 100, "one entry per document");
+
+    let page = a.changes(&inst, 0, 1000).await.unwrap();
+    let seqs: Vec<u64> = page.changes.iter().map(|c| c.seq).collect();
+    assert_eq!(seqs, (1..=100).collect::<Vec<u64>>());
+    let mut ids: Vec<&str> = page.changes.iter().map(|c| c.id.as_str()).collect();
+    ids.sort_unstable();
+    ids.dedup();
+    assert_eq!(ids.len(), 100, "one change per document");
+
+    let commits = sql(
+        &pg,
+        "SELECT count(DISTINCT xmin::text) FROM quintet_data_docs",
+    )
+    .await;
+    let commits = commits[0].get::<_, i64>(0);
+    assert!(
+        commits < 20 + 80 / 2,
+        "80 creates waiting together took {} commits",
+        commits - 20
+    );
+}

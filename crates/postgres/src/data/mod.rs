@@ -31,10 +31,12 @@
 //! - `changes`: the change log (`quintet_data_seq`, `quintet_data_changes`, a trigger)
 //!   and the `LISTEN` task telling this node about changes made through any node.
 //! - `write`: create, replace, remove, bulk, index creation.
+//! - `group`: concurrent creates of a node committed together.
 //! - `read`: get, list, find.
 //! - `prefilter`: the parts of a selector PostgreSQL can check exactly.
 
 mod changes;
+mod group;
 mod prefilter;
 mod read;
 mod write;
@@ -119,6 +121,8 @@ pub struct PgDocStore {
     indexes: Arc<RwLock<HashMap<InstanceId, Arc<Indexes>>>>,
     /// Tells this node's feed listeners about changes made through any node.
     wake: Arc<FeedWaker>,
+    /// Commits this node's concurrent creates together.
+    groups: Arc<group::Groups>,
 }
 
 fn instance_gone(instance: &Instance) -> Error {
@@ -152,12 +156,14 @@ impl PgDocStore {
             .try_get(0)
             .map_err(pg_error)?;
         let wake = Arc::new(FeedWaker::start(&db, "data-listen", "data changes", &channel).await?);
+        let groups = Arc::new(group::Groups::start(&db));
         Ok(Self {
             db,
             clock,
             ids: Arc::new(IdGenerator::new()),
             indexes: Arc::default(),
             wake,
+            groups,
         })
     }
 

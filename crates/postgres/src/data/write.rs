@@ -18,7 +18,11 @@ use quintet_core::{
 use serde_json::Value;
 use tokio_postgres::types::ToSql;
 
-use super::{Indexes, PgDocStore, instance_gone, missing};
+use super::{
+    Indexes, PgDocStore,
+    group::{self, Grouped},
+    instance_gone, missing,
+};
 use crate::{
     database::PgClient,
     error::{pg_error, unique_as},
@@ -142,6 +146,8 @@ async fn reload(store: &PgDocStore, client: &PgClient, instance: &Instance) -> R
     store.indexes_at(&***client, instance, None).await.map(drop)
 }
 
+/// Create a document: in a group with the node's concurrent creates (see `group`), or,
+/// when its group cannot take it, in a statement of its own.
 pub(super) async fn create(
     store: &PgDocStore,
     instance: &Instance,
@@ -149,6 +155,32 @@ pub(super) async fn create(
     text: &str,
 ) -> Result<()> {
     let refused = jsonb_refuses(text);
+    let idx = store.indexes_guess(instance).await?;
+    let grouped = store
+        .groups
+        .create(group::Create {
+            instance: instance.id.0,
+            version: idx.version,
+            id: id.as_str().to_owned(),
+            text: text.to_owned(),
+            refused,
+            entries: entries(&idx, text)?,
+        })
+        .await;
+    match grouped {
+        Grouped::Created => Ok(()),
+        Grouped::Exists => Err(document_exists(&instance.name, id)),
+        Grouped::Alone => create_alone(store, instance, id, text, refused).await,
+    }
+}
+
+async fn create_alone(
+    store: &PgDocStore,
+    instance: &Instance,
+    id: &DocId,
+    text: &str,
+    refused: bool,
+) -> Result<()> {
     for _ in 0..MAX_ATTEMPTS {
         let idx = store.indexes_guess(instance).await?;
         let (nums, keys): (Vec<i32>, Vec<Vec<u8>>) = entries(&idx, text)?.into_iter().unzip();

@@ -5,6 +5,7 @@
 //! modules below take one service (or the registry) at a time.
 
 mod cache;
+mod data;
 mod engine_down;
 mod feed;
 mod metrics;

@@ -1,0 +1,318 @@
+//! Group commit of single creates: concurrent creates of a node are gathered into one
+//! statement, so one transaction (one WAL flush, one turn of the instance's change
+//! counter) acknowledges many documents.
+//!
+//! **Why.** Every create used to be its own transaction. PostgreSQL flushes the WAL once
+//! per commit, and the change counter of an instance (see `changes`) is held from a
+//! commit's first change number to the end of its flush, so creates of one instance were
+//! answered one flush after another, however many nodes sent them: two nodes created no
+//! more than one. A group pays that flush once for all its documents.
+//!
+//! **How.** A create computes its index entries with the definitions it knows and queues
+//! itself. [`WORKERS`] tasks take turns at the queue: the one whose turn it is waits for a
+//! write, takes every write queued behind it (at most [`MAX_GROUP`]) and runs them as one
+//! statement per instance, [`CREATE_GROUP`], while the next worker gathers the writes that
+//! arrive meanwhile. A lone create under light load is thus sent at once; under load the
+//! groups grow by themselves to the writes that arrived during one commit. Every write is
+//! answered only after the statement (and with it its implicit transaction) committed.
+//!
+//! **One write never fails its neighbours.** A document whose id exists is not inserted
+//! (`ON CONFLICT DO NOTHING`) and only its own create answers "exists". Any other failure
+//! of the statement, a group whose instance changed its index definitions or is gone, and
+//! the second create of an id already in the group are answered [`Grouped::Alone`]: each
+//! such create then runs as before, in a transaction of its own, and meets its own error.
+
+use std::{
+    collections::{HashMap, HashSet},
+    sync::Arc,
+};
+
+use tokio::sync::{Mutex, mpsc, oneshot};
+use tokio_postgres::types::ToSql;
+
+use crate::database::PgDatabase;
+
+/// The most creates in one group: enough to absorb the writes of hundreds of connections
+/// arriving during one commit, small enough that one statement stays short.
+pub(super) const MAX_GROUP: usize = 256;
+
+/// The tasks taking turns at the queue: while one group commits, the next gathers, so
+/// a node keeps a few commits in flight (PostgreSQL flushes concurrent commits together)
+/// and uses as many pooled connections at most.
+const WORKERS: usize = 4;
+
+/// Insert the documents `$3` (texts `$4`, `$5`: whether `jsonb` refuses the text) of
+/// instance `$1` whose definitions are still at version `$2`, with their index entries
+/// (`$6` numbers, `$7` keys, `$8` ids), skipping ids that exist, and record one change
+/// per inserted document, in one statement. Answers whether the instance row matched and
+/// the ids inserted.
+///
+/// The changes are recorded here rather than by the per-row trigger (which this statement
+/// turns off for its own transaction with `set_config(…, true)`, before the trigger fires
+/// at commit): one counter update for the group instead of one per document, taken last,
+/// so the counter is held only for the commit.
+pub(super) const CREATE_GROUP: &str = "
+WITH cfg AS (
+    SELECT set_config('quintet.feed', 'explicit', true)
+), inst AS (
+    SELECT instance FROM quintet_data_instances
+    WHERE instance = $1 AND indexes = $2 FOR SHARE
+), doc AS (
+    INSERT INTO quintet_data_docs (instance, id, body, doc)
+    SELECT inst.instance, u.id, u.body, CASE WHEN u.plain THEN NULL ELSE u.body::jsonb END
+    FROM cfg, inst, unnest($3::text[], $4::text[], $5::bool[]) AS u(id, body, plain)
+    ON CONFLICT (instance, id) DO NOTHING
+    RETURNING id
+), keys AS (
+    INSERT INTO quintet_data_keys (instance, num, k, id)
+    SELECT $1, u.num, u.k, u.id
+    FROM unnest($6::int4[], $7::bytea[], $8::text[]) AS u(num, k, id)
+    WHERE u.id IN (SELECT id FROM doc)
+), made AS (
+    SELECT id, row_number() OVER () AS ord, count(*) OVER () AS n FROM doc
+), seq AS (
+    UPDATE quintet_data_seq s SET seq = s.seq + m.n
+    FROM (SELECT DISTINCT n FROM made) m
+    WHERE s.instance = $1
+    RETURNING s.seq, m.n
+), rec AS (
+    INSERT INTO quintet_data_changes (instance, seq, id, deleted, at_ms)
+    SELECT $1, seq.seq - seq.n + made.ord, made.id, false,
+           (EXTRACT(EPOCH FROM clock_timestamp()) * 1000)::bigint
+    FROM seq, made
+)
+SELECT (SELECT count(*) FROM inst),
+       ARRAY(SELECT id FROM made),
+       (SELECT count(pg_notify('quintet_data_' || md5(current_schema()), $1::text)) FROM seq)";
+
+/// One create waiting for its group.
+#[derive(Debug)]
+pub(super) struct Create {
+    /// The instance's id.
+    pub instance: i64,
+    /// The version of the index definitions `entries` were computed with.
+    pub version: i64,
+    pub id: String,
+    pub text: String,
+    /// Whether `jsonb` refuses `text` (see `write::jsonb_refuses`).
+    pub refused: bool,
+    /// The document's index entries: (index number, key).
+    pub entries: Vec<(i32, Vec<u8>)>,
+}
+
+/// How a create fared in its group.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(super) enum Grouped {
+    /// Inserted and committed.
+    Created,
+    /// Not inserted: a document with its id exists.
+    Exists,
+    /// Not written: the create must run alone (see the module docs).
+    Alone,
+}
+
+struct Queued {
+    create: Create,
+    answer: oneshot::Sender<Grouped>,
+}
+
+/// The queue of creates and the workers committing them in groups.
+#[derive(Debug)]
+pub(super) struct Groups {
+    queue: mpsc::UnboundedSender<Queued>,
+}
+
+impl std::fmt::Debug for Queued {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Queued")
+            .field("create", &self.create)
+            .finish_non_exhaustive()
+    }
+}
+
+impl Groups {
+    /// Start the workers over `db`. They end once these `Groups` are dropped and the
+    /// queue is empty.
+    pub(super) fn start(db: &PgDatabase) -> Self {
+        let (queue, rx) = mpsc::unbounded_channel();
+        let rx = Arc::new(Mutex::new(rx));
+        for _ in 0..WORKERS {
+            tokio::spawn(work(db.clone(), Arc::clone(&rx)));
+        }
+        Self { queue }
+    }
+
+    /// Queue `create` and wait for its group's commit. [`Grouped::Alone`] when the
+    /// workers are gone.
+    pub(super) async fn create(&self, create: Create) -> Grouped {
+        let (answer, answered) = oneshot::channel();
+        if self.queue.send(Queued { create, answer }).is_err() {
+            return Grouped::Alone;
+        }
+        answered.await.unwrap_or(Grouped::Alone)
+    }
+}
+
+async fn work(db: PgDatabase, rx: Arc<Mutex<mpsc::UnboundedReceiver<Queued>>>) {
+    loop {
+        let group = {
+            let mut rx = rx.lock().await;
+            let Some(first) = rx.recv().await else {
+                return;
+            };
+            let mut group = vec![first];
+            while group.len() < MAX_GROUP {
+                match rx.try_recv() {
+                    Ok(next) => group.push(next),
+                    Err(_) => break,
+                }
+            }
+            group
+        };
+        commit(&db, group).await;
+    }
+}
+
+/// The group's creates split into one statement's worth each: by instance and version,
+/// the first create of each id, in id order; the later ones of an id go alone.
+fn split(group: Vec<Queued>) -> (Vec<Vec<Queued>>, Vec<Queued>) {
+    let mut parts: HashMap<(i64, i64), (Vec<Queued>, HashSet<String>)> = HashMap::new();
+    let mut alone = Vec::new();
+    for q in group {
+        let (part, ids) = parts
+            .entry((q.create.instance, q.create.version))
+            .or_default();
+        if ids.insert(q.create.id.clone()) {
+            part.push(q);
+        } else {
+            alone.push(q);
+        }
+    }
+    let parts = parts
+        .into_values()
+        .map(|(mut part, _)| {
+            // Groups insert in id order, so two groups (of two nodes) sharing ids wait for
+            // each other in one direction only, never in a deadlock.
+            part.sort_unstable_by(|x, y| x.create.id.cmp(&y.create.id));
+            part
+        })
+        .collect();
+    (parts, alone)
+}
+
+async fn commit(db: &PgDatabase, group: Vec<Queued>) {
+    let (parts, alone) = split(group);
+    for q in alone {
+        let _ = q.answer.send(Grouped::Alone);
+    }
+    for part in parts {
+        let outcome = run(db, &part).await;
+        for q in part {
+            let answer = match &outcome {
+                Some(inserted) if inserted.contains(&q.create.id) => Grouped::Created,
+                Some(_) => Grouped::Exists,
+                None => Grouped::Alone,
+            };
+            // The create may have been cancelled (its client went away): its document is
+            // committed all the same, as a lone create's would be.
+            let _ = q.answer.send(answer);
+        }
+    }
+}
+
+/// Run one part as [`CREATE_GROUP`]: the ids inserted, or `None` when every create of
+/// the part must run alone.
+async fn run(db: &PgDatabase, part: &[Queued]) -> Option<HashSet<String>> {
+    let first = &part.first()?.create;
+    let (instance, version) = (first.instance, first.version);
+    let (mut ids, mut texts, mut refused) = (Vec::new(), Vec::new(), Vec::new());
+    let (mut nums, mut keys, mut key_ids) = (Vec::new(), Vec::new(), Vec::new());
+    for q in part {
+        let c = &q.create;
+        ids.push(c.id.as_str());
+        texts.push(c.text.as_str());
+        refused.push(c.refused);
+        for (num, key) in &c.entries {
+            nums.push(*num);
+            keys.push(key.as_slice());
+            key_ids.push(c.id.as_str());
+        }
+    }
+    let result = async {
+        let client = db.client().await.map_err(|e| e.to_string())?;
+        let stmt = client
+            .prepare_cached(CREATE_GROUP)
+            .await
+            .map_err(|e| crate::error::detail(&e))?;
+        let params: [&(dyn ToSql + Sync); 8] = [
+            &instance, &version, &ids, &texts, &refused, &nums, &keys, &key_ids,
+        ];
+        client
+            .query_one(&stmt, &params)
+            .await
+            .map_err(|e| crate::error::detail(&e))
+    }
+    .await;
+    match result {
+        Ok(row) => {
+            let matched: i64 = row.get(0);
+            let inserted: Vec<String> = row.get(1);
+            (matched == 1).then(|| inserted.into_iter().collect())
+        }
+        Err(error) => {
+            tracing::debug!(%error, creates = part.len(), "a group of creates runs alone");
+            None
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn queued(instance: i64, version: i64, id: &str) -> Queued {
+        let (answer, _) = oneshot::channel();
+        Queued {
+            create: Create {
+                instance,
+                version,
+                id: id.to_owned(),
+                text: "{}".to_owned(),
+                refused: false,
+                entries: Vec::new(),
+            },
+            answer,
+        }
+    }
+
+    fn ids(part: &[Queued]) -> Vec<(i64, i64, &str)> {
+        part.iter()
+            .map(|q| (q.create.instance, q.create.version, q.create.id.as_str()))
+            .collect()
+    }
+
+    #[test]
+    fn a_group_splits_by_instance_and_version_and_sends_repeated_ids_alone() {
+        let group = vec![
+            queued(1, 0, "a"),
+            queued(2, 0, "a"),
+            queued(1, 0, "b"),
+            queued(1, 0, "a"),
+            queued(1, 1, "c"),
+            queued(2, 0, "b"),
+            queued(2, 0, "0"),
+        ];
+        let (parts, alone) = split(group);
+        let mut parts: Vec<_> = parts.iter().map(|p| ids(p)).collect();
+        parts.sort();
+        assert_eq!(
+            parts,
+            vec![
+                vec![(1, 0, "a"), (1, 0, "b")],
+                vec![(1, 1, "c")],
+                vec![(2, 0, "0"), (2, 0, "a"), (2, 0, "b")],
+            ]
+        );
+        assert_eq!(ids(&alone), vec![(1, 0, "a")]);
+    }
+}
