@@ -629,3 +629,43 @@ async fn concurrent_creates_share_commits_and_answer_alone() {
         commits - 20
     );
 }
+
+/// A group stops growing at 4 MiB of documents: 40 creates of 200 KB each, waiting
+/// together, take at least two commits, and all are created.
+#[tokio::test]
+async fn large_creates_are_split_into_several_groups() {
+    let Some(pg) = quintet_engine_test::postgres("data_group_bytes").await else {
+        return;
+    };
+    let store = open(&pg).await;
+    let inst = conformance::instance(InstanceConfig::Data);
+    store.create_instance(&inst).await.unwrap();
+    // The definitions are known, so the creates below queue at once.
+    store.indexes(&inst).await.unwrap();
+    let text = "x".repeat(200_000);
+    let tasks: Vec<_> = (0..40)
+        .map(|i| {
+            let (store, inst, text) = (store.clone(), inst.clone(), text.clone());
+            tokio::spawn(async move {
+                store
+                    .create(
+                        &inst,
+                        Some(id(&format!("big{i:02}"))),
+                        doc(json!({"t": text})),
+                    )
+                    .await
+            })
+        })
+        .collect();
+    for t in tasks {
+        t.await.unwrap().unwrap();
+    }
+    let rows = sql(
+        &pg,
+        "SELECT count(*), count(DISTINCT xmin::text) FROM quintet_data_docs",
+    )
+    .await;
+    assert_eq!(rows[0].get::<_, i64>(0), 40);
+    let commits = rows[0].get::<_, i64>(1);
+    assert!((2..40).contains(&commits), "{commits} commits");
+}

@@ -10,7 +10,7 @@
 //!
 //! **How.** A create computes its index entries with the definitions it knows and queues
 //! itself. One task per node takes the first create queued and every create queued behind
-//! it (at most [`MAX_GROUP`]), and runs them as one statement per instance,
+//! it (at most [`MAX_GROUP`], or [`MAX_GROUP_BYTES`] of documents), and runs them as one statement per instance,
 //! [`CREATE_GROUP`] (the instances' statements side by side); the creates that arrive
 //! meanwhile wait for the next group. A lone create under light load is thus sent at once;
 //! under load a group holds the creates that arrived during the previous commit. One group
@@ -36,6 +36,10 @@ use crate::database::PgDatabase;
 /// The most creates in one group: enough to absorb the writes of hundreds of connections
 /// arriving during one commit, small enough that one statement stays short.
 pub(super) const MAX_GROUP: usize = 256;
+
+/// A group stops growing once its documents take this many bytes, so that large documents
+/// do not make one statement of hundreds of megabytes (it always takes at least one).
+pub(super) const MAX_GROUP_BYTES: usize = 4 << 20;
 
 /// Insert the documents `$3` (texts `$4`, `$5`: whether `jsonb` refuses the text) of
 /// instance `$1` whose definitions are still at version `$2`, with their index entries
@@ -148,10 +152,14 @@ impl Groups {
 
 async fn work(db: PgDatabase, mut rx: mpsc::UnboundedReceiver<Queued>) {
     while let Some(first) = rx.recv().await {
+        let mut bytes = first.create.text.len();
         let mut group = vec![first];
-        while group.len() < MAX_GROUP {
+        while group.len() < MAX_GROUP && bytes < MAX_GROUP_BYTES {
             match rx.try_recv() {
-                Ok(next) => group.push(next),
+                Ok(next) => {
+                    bytes += next.create.text.len();
+                    group.push(next);
+                }
                 Err(_) => break,
             }
         }
