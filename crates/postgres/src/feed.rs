@@ -32,7 +32,7 @@ use std::{
     collections::{HashMap, HashSet},
     fmt,
     sync::{
-        Arc, Mutex, MutexGuard, PoisonError, Weak,
+        Arc, Mutex, Weak,
         atomic::{AtomicBool, AtomicU64, Ordering},
     },
     time::Duration,
@@ -51,7 +51,7 @@ use tokio::{
 };
 use tokio_postgres::{AsyncMessage, Client, Connection, Socket, Transaction, tls::NoTlsStream};
 
-use crate::{database::PgDatabase, error::pg_error};
+use crate::{database::PgDatabase, error::pg_error, listen::lock};
 
 /// How long a writer waits for every live node to acknowledge a change.
 pub const ACK_TIMEOUT: Duration = Duration::from_secs(2);
@@ -271,10 +271,6 @@ fn epoch() -> std::time::Instant {
 
 fn nanos_now() -> u64 {
     u64::try_from(epoch().elapsed().as_nanos()).unwrap_or(u64::MAX)
-}
-
-fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
-    m.lock().unwrap_or_else(PoisonError::into_inner)
 }
 
 impl Shared {

@@ -77,7 +77,9 @@ const MAX_BACKOFF: Duration = Duration::from_secs(5);
 
 type Listeners = Arc<Mutex<Vec<Weak<dyn FeedListener>>>>;
 
-fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
+/// `m`'s guard, also after a panic poisoned it (what it guards stays consistent: every
+/// holder in this crate writes whole values).
+pub(crate) fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
     m.lock().unwrap_or_else(PoisonError::into_inner)
 }
 

@@ -669,3 +669,68 @@ async fn large_creates_are_split_into_several_groups() {
     let commits = rows[0].get::<_, i64>(1);
     assert!((2..40).contains(&commits), "{commits} commits");
 }
+
+/// Each instance's creates are grouped apart: a create held up on one instance (its row
+/// locked, as while an index is built) does not hold up the creates of another.
+#[tokio::test]
+async fn a_create_held_up_on_one_instance_does_not_hold_up_another() {
+    let Some(pg) = quintet_engine_test::postgres("data_group_instances").await else {
+        return;
+    };
+    let store = open(&pg).await;
+    let (held, free) = (
+        conformance::instance(InstanceConfig::Data),
+        conformance::instance(InstanceConfig::Data),
+    );
+    for inst in [&held, &free] {
+        store.create_instance(inst).await.unwrap();
+        store.indexes(inst).await.unwrap();
+    }
+    let (mut locker, conn) = tokio_postgres::connect(pg.url(), tokio_postgres::NoTls)
+        .await
+        .unwrap();
+    tokio::spawn(conn);
+    let tx = locker.transaction().await.unwrap();
+    tx.execute(
+        "SELECT 1 FROM quintet_data_instances WHERE instance = $1 FOR UPDATE",
+        &[&held.id.0],
+    )
+    .await
+    .unwrap();
+    let waiting = {
+        let (store, held) = (store.clone(), held.clone());
+        tokio::spawn(async move {
+            store
+                .create(&held, Some(id("a")), doc(json!({"n": 1})))
+                .await
+        })
+    };
+    // Until the held create's statement waits for the locking transaction.
+    let xid: String = tx
+        .query_one("SELECT pg_current_xact_id()::xid::text", &[])
+        .await
+        .unwrap()
+        .get(0);
+    loop {
+        let rows = sql(
+            &pg,
+            &format!(
+                "SELECT count(*) FROM pg_locks WHERE NOT granted \
+                 AND locktype = 'transactionid' AND transactionid::text = '{xid}'"
+            ),
+        )
+        .await;
+        if rows[0].get::<_, i64>(0) > 0 {
+            break;
+        }
+        tokio::task::yield_now().await;
+    }
+    store
+        .create(&free, Some(id("b")), doc(json!({"n": 2})))
+        .await
+        .unwrap();
+    assert!(!waiting.is_finished(), "the held create waits for the lock");
+    tx.commit().await.unwrap();
+    waiting.await.unwrap().unwrap();
+    assert!(store.get(&held, &id("a")).await.unwrap().is_some());
+}

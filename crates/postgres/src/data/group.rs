@@ -9,15 +9,18 @@
 //! more than one. A group pays that flush once for all its documents.
 //!
 //! **How.** A create computes its index entries with the definitions it knows and queues
-//! itself. One task per node takes the first create queued and every create queued behind
-//! it (at most [`MAX_GROUP`], or [`MAX_GROUP_BYTES`] of documents), and runs them as one statement per instance,
-//! [`CREATE_GROUP`] (the instances' statements side by side); the creates that arrive
-//! meanwhile wait for the next group. A lone create under light load is thus sent at once;
-//! under load a group holds the creates that arrived during the previous commit. One group
-//! at a time is enough: the groups of one instance could not commit side by side anyway,
+//! itself on its instance's queue. One task per instance with creates waiting takes the
+//! first create queued and every create queued behind it (at most [`MAX_GROUP`], or
+//! [`MAX_GROUP_BYTES`] of documents), and runs them as one statement, [`CREATE_GROUP`];
+//! the creates that arrive meanwhile wait for the next group, and the task ends once its
+//! queue is empty. A lone create under light load is thus sent at once; under load a group
+//! holds the creates that arrived during the previous commit. One group at a time per
+//! instance is enough: the groups of one instance could not commit side by side anyway,
 //! as each waits for the change counter the previous one holds until its commit ends (a
-//! second task gathering meanwhile measured no faster, with smaller groups). Every create
-//! is answered only after the statement (and with it its implicit transaction) committed.
+//! second task gathering meanwhile measured no faster, with smaller groups). Instances
+//! never wait for each other: a statement held up on one instance (its row locked while
+//! an index is built) holds up only that instance's creates. Every create is answered only
+//! after the statement (and with it its implicit transaction) committed.
 //!
 //! **One write never fails its neighbours.** A document whose id exists is not inserted
 //! (`ON CONFLICT DO NOTHING`) and only its own create answers "exists". Any other failure
@@ -25,13 +28,16 @@
 //! the second create of an id already in the group are answered [`Grouped::Alone`]: each
 //! such create then runs as before, in a transaction of its own, and meets its own error.
 
-use std::collections::{HashMap, HashSet};
+use std::{
+    collections::{HashMap, HashSet},
+    sync::{Arc, Mutex},
+};
 
 use futures_util::future::join_all;
 use tokio::sync::{mpsc, oneshot};
 use tokio_postgres::types::ToSql;
 
-use crate::database::PgDatabase;
+use crate::{database::PgDatabase, listen::lock};
 
 /// The most creates in one group: enough to absorb the writes of hundreds of connections
 /// arriving during one commit, small enough that one statement stays short.
@@ -116,11 +122,15 @@ struct Queued {
     answer: oneshot::Sender<Grouped>,
 }
 
-/// The queue of creates and the workers committing them in groups.
+/// The queues of creates, one per instance with creates waiting, each emptied by a task of
+/// its own that commits them in groups.
 #[derive(Debug)]
 pub(super) struct Groups {
-    queue: mpsc::UnboundedSender<Queued>,
+    db: PgDatabase,
+    queues: Arc<Mutex<Queues>>,
 }
+
+type Queues = HashMap<i64, mpsc::UnboundedSender<Queued>>;
 
 impl std::fmt::Debug for Queued {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
@@ -131,29 +141,53 @@ impl std::fmt::Debug for Queued {
 }
 
 impl Groups {
-    /// Start the worker over `db`. It ends once these `Groups` are dropped and the queue
-    /// is empty.
-    pub(super) fn start(db: &PgDatabase) -> Self {
-        let (queue, rx) = mpsc::unbounded_channel();
-        tokio::spawn(work(db.clone(), rx));
-        Self { queue }
+    /// Groups committed over `db`.
+    pub(super) fn new(db: &PgDatabase) -> Self {
+        Self {
+            db: db.clone(),
+            queues: Arc::default(),
+        }
     }
 
-    /// Queue `create` and wait for its group's commit. [`Grouped::Alone`] when the
-    /// workers are gone.
+    /// Queue `create` and wait for its group's commit. [`Grouped::Alone`] when its
+    /// instance's task is gone (it panicked).
     pub(super) async fn create(&self, create: Create) -> Grouped {
         let (answer, answered) = oneshot::channel();
-        if self.queue.send(Queued { create, answer }).is_err() {
-            return Grouped::Alone;
+        let instance = create.instance;
+        {
+            // Sent under the lock a task ends under, so no create is left in a queue
+            // whose task has ended.
+            let mut queues = lock(&self.queues);
+            let queue = queues.entry(instance).or_insert_with(|| {
+                let (queue, rx) = mpsc::unbounded_channel();
+                tokio::spawn(work(
+                    self.db.clone(),
+                    instance,
+                    rx,
+                    Arc::clone(&self.queues),
+                ));
+                queue
+            });
+            if queue.send(Queued { create, answer }).is_err() {
+                queues.remove(&instance);
+                return Grouped::Alone;
+            }
         }
         answered.await.unwrap_or(Grouped::Alone)
     }
 }
 
-async fn work(db: PgDatabase, mut rx: mpsc::UnboundedReceiver<Queued>) {
-    while let Some(first) = rx.recv().await {
-        let mut bytes = first.create.text.len();
-        let mut group = vec![first];
+/// Commit the creates of `instance` queued on `rx` in groups until the queue is empty;
+/// then forget the queue and end.
+async fn work(
+    db: PgDatabase,
+    instance: i64,
+    mut rx: mpsc::UnboundedReceiver<Queued>,
+    queues: Arc<Mutex<Queues>>,
+) {
+    loop {
+        let mut group = Vec::new();
+        let mut bytes = 0;
         while group.len() < MAX_GROUP && bytes < MAX_GROUP_BYTES {
             match rx.try_recv() {
                 Ok(next) => {
@@ -163,12 +197,23 @@ async fn work(db: PgDatabase, mut rx: mpsc::UnboundedReceiver<Queued>) {
                 Err(_) => break,
             }
         }
+        if group.is_empty() {
+            let mut queues = lock(&queues);
+            match rx.try_recv() {
+                Ok(next) => group.push(next),
+                Err(_) => {
+                    queues.remove(&instance);
+                    return;
+                }
+            }
+        }
         commit(&db, group).await;
     }
 }
 
-/// The group's creates split into one statement's worth each: by instance and version,
-/// the first create of each id, in id order; the later ones of an id go alone.
+/// The group's creates split into one statement's worth each: by instance and version
+/// (an instance's creates may have been computed with two versions of its indexes), the
+/// first create of each id, in id order; the later ones of an id go alone.
 fn split(group: Vec<Queued>) -> (Vec<Vec<Queued>>, Vec<Queued>) {
     let mut parts: HashMap<(i64, i64), (Vec<Queued>, HashSet<String>)> = HashMap::new();
     let mut alone = Vec::new();
@@ -199,7 +244,6 @@ async fn commit(db: &PgDatabase, group: Vec<Queued>) {
     for q in alone {
         let _ = q.answer.send(Grouped::Alone);
     }
-    // Instances do not share a change counter: their statements commit side by side.
     let outcomes = join_all(parts.iter().map(|part| run(db, part))).await;
     for (part, outcome) in parts.into_iter().zip(outcomes) {
         for q in part {

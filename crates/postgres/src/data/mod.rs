@@ -156,7 +156,7 @@ impl PgDocStore {
             .try_get(0)
             .map_err(pg_error)?;
         let wake = Arc::new(FeedWaker::start(&db, "data-listen", "data changes", &channel).await?);
-        let groups = Arc::new(group::Groups::start(&db));
+        let groups = Arc::new(group::Groups::new(&db));
         Ok(Self {
             db,
             clock,
