@@ -101,6 +101,8 @@ async fn main() {
     let index = if mode == "build-one" {
         let settings = Settings {
             writer_heap_bytes: 1 << 30,
+            // One thread, so that one bulk load makes one segment.
+            writer_threads: 1,
             ..Settings::default()
         };
         TantivySearchIndex::open_with(dir, settings).unwrap()

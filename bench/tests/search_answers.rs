@@ -75,6 +75,8 @@ async fn benchmark_queries_answer_as_before() {
     let dir = tempfile::tempdir().unwrap();
     let settings = Settings {
         writer_heap_bytes: 1 << 30,
+        // One thread, so that one bulk load makes one segment.
+        writer_threads: 1,
         ..Settings::default()
     };
     let index = TantivySearchIndex::open_with(dir.path(), settings).unwrap();

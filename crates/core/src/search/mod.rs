@@ -19,7 +19,9 @@ pub mod tokenize;
 pub mod typo;
 
 pub use document::{BulkReject, SearchDoc, SearchKey};
-pub use query::{Expansion, Explained, Explainer, QueryPlan, QueryWord, SearchMatch, SearchQuery};
+pub use query::{
+    Expansion, Explained, Explainer, QueryPlan, QueryWord, SearchMatch, SearchQuery, StoredFields,
+};
 pub use typo::MatchKind;
 
 use crate::Error;

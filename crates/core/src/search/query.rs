@@ -3,11 +3,11 @@
 
 use std::{
     collections::{HashMap, HashSet},
-    sync::Arc,
+    sync::{Arc, OnceLock},
 };
 
 use serde::{Serialize, Serializer, ser::SerializeMap};
-use serde_json::{Map, Value};
+use serde_json::{Map, Value, value::RawValue};
 
 use super::{
     document::for_each_text,
@@ -258,6 +258,43 @@ pub struct Explained {
     pub query_terms: Vec<String>,
     /// Each matched document term → the searched fields it occurs in (configured order).
     pub matched: Map<String, Value>,
+    /// `terms`, `query_terms` and `matched` as JSON text, written by the first match that
+    /// is serialized: most matches of an answer share one explanation.
+    pub wire: WireCache,
+}
+
+impl Explained {
+    /// `terms`, `query_terms` and `matched` as JSON text, written once. Set the members
+    /// before the first call: later changes are not seen.
+    fn wire(&self) -> Option<&[Box<RawValue>; 3]> {
+        self.wire
+            .0
+            .get_or_init(|| {
+                Some([
+                    serde_json::value::to_raw_value(&self.terms).ok()?,
+                    serde_json::value::to_raw_value(&self.query_terms).ok()?,
+                    serde_json::value::to_raw_value(&self.matched).ok()?,
+                ])
+            })
+            .as_ref()
+    }
+}
+
+/// The JSON text of an [`Explained`]'s members, once written ([`Explained::wire`]). It is
+/// derived from the other members, so it takes no part in comparisons.
+#[derive(Clone, Default)]
+pub struct WireCache(OnceLock<Option<[Box<RawValue>; 3]>>);
+
+impl PartialEq for WireCache {
+    fn eq(&self, _: &Self) -> bool {
+        true
+    }
+}
+
+impl std::fmt::Debug for WireCache {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("WireCache")
+    }
 }
 
 /// Explain how `doc` matches `plan`, whose words expand to `expansions` (one list per word,
@@ -380,12 +417,78 @@ pub struct SearchMatch {
     pub id: String,
     /// Relevance; higher is better. Comparable only within one answer.
     pub score: f64,
-    /// Why it matched.
     /// Why it matched; shared by the matches of an answer that match alike (most do: a
     /// one-word query's matches usually hold the same term in the same fields).
     pub explained: Arc<Explained>,
     /// The configured stored fields the document has, in configured order.
-    pub stored: Document,
+    pub stored: StoredFields,
+}
+
+/// A match's stored fields: each configured stored field its document has, in configured
+/// order, as the JSON text of its value. An engine that keeps documents as JSON text
+/// copies the values' text out of it, and the answer copies it in: no value is parsed
+/// into a tree and written out again.
+#[derive(Debug, Clone, Default)]
+pub struct StoredFields(Vec<(String, Box<RawValue>)>);
+
+impl StoredFields {
+    /// The fields named by `names` that `doc` has, in that order.
+    pub fn of_document(doc: &Document, names: &[String]) -> Self {
+        Self(
+            names
+                .iter()
+                .filter_map(|n| {
+                    let raw = serde_json::value::to_raw_value(doc.get(n)?).ok()?;
+                    Some((n.clone(), raw))
+                })
+                .collect(),
+        )
+    }
+
+    /// Add field `name` with the JSON text `raw` of its value.
+    pub fn push(&mut self, name: String, raw: Box<RawValue>) {
+        self.0.push((name, raw));
+    }
+
+    /// The JSON text of field `name`'s value.
+    pub fn get(&self, name: &str) -> Option<&RawValue> {
+        self.0.iter().find(|(n, _)| n == name).map(|(_, v)| &**v)
+    }
+
+    /// The fields and their values' JSON text, in order.
+    pub fn iter(&self) -> impl Iterator<Item = (&str, &RawValue)> {
+        self.0.iter().map(|(n, v)| (n.as_str(), &**v))
+    }
+
+    /// The fields as a document (values parsed).
+    pub fn to_document(&self) -> Document {
+        self.iter()
+            .map(|(n, v)| {
+                let value = serde_json::from_str(v.get()).unwrap_or(Value::Null);
+                (n.to_owned(), value)
+            })
+            .collect()
+    }
+
+    /// How many fields there are.
+    pub fn len(&self) -> usize {
+        self.0.len()
+    }
+
+    /// Whether there are none.
+    pub fn is_empty(&self) -> bool {
+        self.0.is_empty()
+    }
+}
+
+impl PartialEq for StoredFields {
+    fn eq(&self, other: &Self) -> bool {
+        self.len() == other.len()
+            && self
+                .iter()
+                .zip(other.iter())
+                .all(|((a, x), (b, y))| a == b && x.get() == y.get())
+    }
 }
 
 impl SearchMatch {
@@ -397,11 +500,7 @@ impl SearchMatch {
         doc: &Document,
         config: &SearchConfig,
     ) -> Self {
-        let stored = config
-            .store_fields
-            .iter()
-            .filter_map(|f| doc.get(f).map(|v| (f.clone(), v.clone())))
-            .collect();
+        let stored = StoredFields::of_document(doc, &config.store_fields);
         Self {
             id: key,
             score,
@@ -426,9 +525,7 @@ impl SearchMatch {
             "match".into(),
             Value::Object(self.explained.matched.clone()),
         );
-        for (k, v) in &self.stored {
-            m.insert(k.clone(), v.clone());
-        }
+        m.extend(self.stored.to_document());
         Value::Object(m)
     }
 }
@@ -443,7 +540,7 @@ impl Serialize for SearchMatch {
         /// map insert of an existing key does in `to_json`.
         fn member<M: SerializeMap, T: Serialize + ?Sized>(
             m: &mut M,
-            stored: &Document,
+            stored: &StoredFields,
             name: &str,
             built_in: &T,
         ) -> std::result::Result<(), M::Error> {
@@ -458,14 +555,17 @@ impl Serialize for SearchMatch {
         // Not finite: null, as `serde_json::Number` has no such values.
         let score = Some(self.score).filter(|s| s.is_finite());
         member(&mut m, stored, "score", &score)?;
-        member(&mut m, stored, "terms", &self.explained.terms)?;
-        member(&mut m, stored, "queryTerms", &self.explained.query_terms)?;
-        member(&mut m, stored, "match", &self.explained.matched)?;
-        for (k, v) in self
-            .stored
-            .iter()
-            .filter(|(k, _)| !BUILT_IN.contains(&k.as_str()))
-        {
+        let explained = &self.explained;
+        if let Some([terms, query_terms, matched]) = explained.wire() {
+            member(&mut m, stored, "terms", terms)?;
+            member(&mut m, stored, "queryTerms", query_terms)?;
+            member(&mut m, stored, "match", matched)?;
+        } else {
+            member(&mut m, stored, "terms", &explained.terms)?;
+            member(&mut m, stored, "queryTerms", &explained.query_terms)?;
+            member(&mut m, stored, "match", &explained.matched)?;
+        }
+        for (k, v) in self.stored.iter().filter(|(k, _)| !BUILT_IN.contains(k)) {
             m.serialize_entry(k, v)?;
         }
         m.end()
@@ -765,7 +865,7 @@ mod tests {
                 tiers,
                 ..Explained::default()
             }),
-            stored: Map::new(),
+            stored: StoredFields::default(),
         };
         let mut v = vec![
             m("a", 1, 3, 9.0),

@@ -112,7 +112,47 @@ pub fn tokens(text: &str) -> Vec<String> {
 }
 
 /// Call `f` with every normalized word of `text`, in order.
-pub fn for_each_token(text: &str, mut f: impl FnMut(&str)) {
+pub fn for_each_token(text: &str, f: impl FnMut(&str)) {
+    if text.is_ascii() {
+        ascii_tokens(text.as_bytes(), f);
+    } else {
+        any_tokens(text, f);
+    }
+}
+
+/// [`for_each_token`] for ASCII text, byte by byte: its words are the runs of letters and
+/// digits, lowercased. Most documents are ASCII, and indexing spent a tenth of its time
+/// splitting them character by character.
+fn ascii_tokens(text: &[u8], mut f: impl FnMut(&str)) {
+    let mut buf = String::new();
+    let mut at = 0;
+    while at < text.len() {
+        let Some(start) = text[at..]
+            .iter()
+            .position(u8::is_ascii_alphanumeric)
+            .map(|i| at + i)
+        else {
+            return;
+        };
+        let end = text[start..]
+            .iter()
+            .position(|b| !b.is_ascii_alphanumeric())
+            .map_or(text.len(), |i| start + i);
+        at = end;
+        if end - start <= MAX_TOKEN_BYTES {
+            buf.clear();
+            buf.extend(
+                text[start..end]
+                    .iter()
+                    .map(|b| char::from(b.to_ascii_lowercase())),
+            );
+            f(&buf);
+        }
+    }
+}
+
+/// [`for_each_token`] for any text.
+fn any_tokens(text: &str, mut f: impl FnMut(&str)) {
     let mut buf = String::new();
     let mut at = 0;
     while let Some(range) = next_word(text, at) {
@@ -218,6 +258,15 @@ mod tests {
                 // A token is one word, and normalizing it again changes nothing.
                 prop_assert_eq!(tokens(&t), vec![t.clone()]);
             }
+        }
+
+        #[test]
+        fn ascii_text_splits_as_any_text(text in "[a-zA-Z0-9 ,.!_$-]{0,300}") {
+            let mut fast = Vec::new();
+            ascii_tokens(text.as_bytes(), |t| fast.push(t.to_owned()));
+            let mut slow = Vec::new();
+            any_tokens(&text, |t| slow.push(t.to_owned()));
+            prop_assert_eq!(fast, slow);
         }
 
         #[test]

@@ -31,8 +31,9 @@ use quintet_core::{
     search::{Expansion, MatchKind, QueryPlan},
 };
 use tantivy::{
-    DocAddress, DocId, DocSet, InvertedIndexReader, Searcher, TERMINATED, Term,
+    DocAddress, DocId, DocSet, InvertedIndexReader, Searcher, SegmentReader, TERMINATED, Term,
     collector::{TopNComputer, sort_key::NaturalComparator},
+    columnar::Column,
     fieldnorm::FieldNormReader,
     postings::{Postings, SegmentPostings, TermInfo},
     query::Bm25Weight,
@@ -146,7 +147,7 @@ pub(super) fn top_docs(
     expansions: &[Vec<Expansion>],
     in_fields: &[Vec<Vec<Field>>],
     fields: &[Field],
-    filter: &[Term],
+    filter: &Filter,
     limit: usize,
     cache: Option<&TermInfoCache>,
 ) -> Result<Vec<Hit>> {
@@ -289,7 +290,7 @@ struct Scoring<'a> {
     fields: &'a [Field],
     /// Per segment, the inverted index of each searched field.
     inverted: Vec<Vec<Arc<InvertedIndexReader>>>,
-    filter: &'a [Term],
+    filter: &'a Filter,
     limit: usize,
     sources: Vec<Source>,
     /// The constant part of a word's score, by its best tier + 1.
@@ -321,18 +322,9 @@ impl Scoring<'_> {
         let mut merged = TopNComputer::new_with_comparator(limit, NaturalComparator);
         'segments: for (ord, segment) in segments.iter().enumerate() {
             let ord = u32::try_from(ord).map_err(engine_error)?;
-            let mut filters = Vec::with_capacity(filter.len());
-            for term in filter {
-                let postings = segment
-                    .inverted_index(term.field())
-                    .map_err(engine_error)?
-                    .read_postings(term, IndexRecordOption::Basic)
-                    .map_err(engine_error)?;
-                match postings {
-                    Some(p) => filters.push(p),
-                    None => continue 'segments,
-                }
-            }
+            let Some(mut admits) = filter.in_segment(segment)? else {
+                continue 'segments;
+            };
             let mut lists = Vec::new();
             for (i, source) in sources.iter().enumerate() {
                 if let Some(Some(info)) = source.in_segments.get(ord as usize) {
@@ -363,7 +355,7 @@ impl Scoring<'_> {
                 &norms,
                 tier_score,
                 &mut |doc, score| {
-                    if alive.is_some_and(|a| a.is_deleted(doc)) || !in_all(&mut filters, doc) {
+                    if alive.is_some_and(|a| a.is_deleted(doc)) || !admits.admits(doc) {
                         return;
                     }
                     heap.push(score, doc);
@@ -432,14 +424,73 @@ fn find_terms(
     Ok(())
 }
 
-/// Whether every filter posting list contains `doc`; documents come in increasing order.
-fn in_all(filters: &mut [SegmentPostings], doc: DocId) -> bool {
-    filters.iter_mut().all(|f| {
-        if f.doc() < doc {
-            f.seek(doc);
+/// A query's `filter`: the hashed terms of its entries, all of which a document must have.
+#[derive(Debug, Clone)]
+pub(super) struct Filter {
+    /// The field holding each document's hashed filter terms.
+    pub field: Field,
+    /// Whether that field is a fast field (a column of values per document) or indexed.
+    pub fast: bool,
+    /// The hashes a document must have; none admits every document.
+    pub hashes: Vec<u64>,
+}
+
+impl Filter {
+    /// The check of one segment's documents, or `None` when none of them can pass.
+    fn in_segment(&self, segment: &SegmentReader) -> Result<Option<SegmentFilter>> {
+        if self.hashes.is_empty() {
+            return Ok(Some(SegmentFilter::All));
         }
-        f.doc() == doc
-    })
+        if self.fast {
+            let name = segment.schema().get_field_name(self.field);
+            let column: Option<Column<u64>> = segment
+                .fast_fields()
+                .column_opt(name)
+                .map_err(engine_error)?;
+            return Ok(column.map(|c| SegmentFilter::Column(c, self.hashes.clone())));
+        }
+        let inverted = segment.inverted_index(self.field).map_err(engine_error)?;
+        let mut lists = Vec::with_capacity(self.hashes.len());
+        for &hash in &self.hashes {
+            let term = Term::from_field_u64(self.field, hash);
+            match inverted
+                .read_postings(&term, IndexRecordOption::Basic)
+                .map_err(engine_error)?
+            {
+                Some(p) => lists.push(p),
+                None => return Ok(None),
+            }
+        }
+        Ok(Some(SegmentFilter::Postings(lists)))
+    }
+}
+
+/// [`Filter`] over one segment.
+enum SegmentFilter {
+    /// No filter.
+    All,
+    /// A fast field and the hashes each document must have among its values.
+    Column(Column<u64>, Vec<u64>),
+    /// One posting list per hash (indexes made before the fast field).
+    Postings(Vec<SegmentPostings>),
+}
+
+impl SegmentFilter {
+    /// Whether `doc` passes; documents come in increasing order.
+    fn admits(&mut self, doc: DocId) -> bool {
+        match self {
+            Self::All => true,
+            Self::Column(column, hashes) => hashes
+                .iter()
+                .all(|h| column.values_for_doc(doc).any(|v| v == *h)),
+            Self::Postings(lists) => lists.iter_mut().all(|f| {
+                if f.doc() < doc {
+                    f.seek(doc);
+                }
+                f.doc() == doc
+            }),
+        }
+    }
 }
 
 /// Per-document accumulators for a window of consecutive documents. They are all zero
@@ -658,7 +709,7 @@ mod tests {
         query::{
             BooleanQuery, BoostQuery, ConstScoreQuery, DisjunctionMaxQuery, Occur, Query, TermQuery,
         },
-        schema::{INDEXED, STORED, Schema, TEXT, Value},
+        schema::{FAST, INDEXED, STORED, Schema, TEXT, Value},
     };
 
     use super::*;
@@ -759,7 +810,8 @@ mod tests {
         let text: Vec<Field> = (0..fields)
             .map(|i| b.add_text_field(&format!("f{i}"), TEXT | STORED))
             .collect();
-        let filter = b.add_u64_field("filter", INDEXED);
+        // Both indexed and fast, so that both ways of filtering can be compared.
+        let filter = b.add_u64_field("filter", INDEXED | FAST);
         let id = b.add_u64_field("id", INDEXED);
         let index = Index::create_in_ram(b.build());
         let mut writer: IndexWriter = index.writer_with_num_threads(1, 15_000_000).unwrap();
@@ -881,17 +933,35 @@ mod tests {
         let expected = searcher
             .search(&*tree, &TopDocs::with_limit(limit).order_by_score())
             .unwrap();
-        let hits = top_docs(
-            &searcher,
-            &plan,
-            &expansions,
-            &in_fields,
-            searched,
-            &filter_terms,
-            limit,
-            None,
-        )
-        .unwrap();
+        let filtered = |fast| {
+            let filter = Filter {
+                field: fixture.filter,
+                fast,
+                hashes: filter.into_iter().collect(),
+            };
+            top_docs(
+                &searcher,
+                &plan,
+                &expansions,
+                &in_fields,
+                searched,
+                &filter,
+                limit,
+                None,
+            )
+            .unwrap()
+        };
+        let hits = filtered(false);
+        let by_column = filtered(true);
+        prop_assert_eq!(
+            by_column
+                .iter()
+                .map(|h| (h.score, h.address))
+                .collect::<Vec<_>>(),
+            hits.iter()
+                .map(|h| (h.score, h.address))
+                .collect::<Vec<_>>()
+        );
         let got: Vec<(f32, DocAddress)> = hits.iter().map(|h| (h.score, h.address)).collect();
         if exact {
             prop_assert_eq!(&got, &expected);

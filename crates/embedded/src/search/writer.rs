@@ -26,10 +26,13 @@ use quintet_core::{
     Error, Result,
     search::{self, SearchDoc, SearchKey},
 };
-use tantivy::{IndexWriter, Searcher, indexer::IndexWriterOptions};
+use tantivy::{IndexWriter, indexer::IndexWriterOptions};
 use tokio::sync::oneshot;
 
-use super::{Settings, engine_error, handle::IndexHandle};
+use super::{
+    Settings, engine_error,
+    handle::{IndexHandle, Keys},
+};
 
 /// Most jobs committed together.
 const MAX_BATCH: usize = 512;
@@ -172,7 +175,7 @@ pub(super) fn submit(
         .writer_with_options(
             IndexWriterOptions::builder()
                 .memory_budget_per_thread(settings.writer_heap_bytes)
-                .num_worker_threads(1)
+                .num_worker_threads(settings.writer_threads.max(1))
                 .num_merge_threads(1)
                 .build(),
         )
@@ -262,10 +265,19 @@ fn batch(
         }
     }
     let searcher = handle.reader.searcher();
+    let keys = match handle.keys(&searcher) {
+        Ok(keys) => keys,
+        Err(e) => {
+            for job in jobs {
+                let _ = job.reply.send(Err(e.clone()));
+            }
+            return;
+        }
+    };
     let mut batch = Batch {
         handle,
         writer,
-        searcher: &searcher,
+        keys,
         pending: HashMap::new(),
     };
     let mut outcomes: Vec<(oneshot::Sender<Result<()>>, Result<()>)> = Vec::new();
@@ -336,8 +348,8 @@ enum Applied {
 struct Batch<'a> {
     handle: &'a IndexHandle,
     writer: &'a mut IndexWriter,
-    /// The last committed view.
-    searcher: &'a Searcher,
+    /// Lookups in the last committed view.
+    keys: Keys<'a>,
     /// Keys written earlier in this batch → whether they exist after those writes.
     pending: HashMap<SearchKey, bool>,
 }
@@ -347,8 +359,8 @@ impl Batch<'_> {
         match self.pending.get(key) {
             Some(present) => Ok(*present),
             None => self
-                .handle
-                .find(self.searcher, key)
+                .keys
+                .find(key)
                 .map(|found| found.is_some())
                 .map_err(Applied::Broken),
         }
