@@ -44,6 +44,7 @@ use tantivy::{
 use super::{
     analyzer::{NAME, WordTokenizer},
     engine_error, score,
+    stored::{Stored, StoredCache},
     vocabulary::{self, Vocabulary},
 };
 
@@ -280,6 +281,8 @@ pub(super) struct IndexHandle {
     expansions: Mutex<ExpansionCache>,
     /// Where recent expansions' postings are.
     term_infos: score::TermInfoCache,
+    /// Recently answered documents of every index of the adapter.
+    stored_cache: Arc<StoredCache>,
 }
 
 /// A query word's expansions and the searched fields each occurs in, as [`expand`] finds
@@ -311,7 +314,12 @@ impl std::fmt::Debug for IndexHandle {
 
 impl IndexHandle {
     /// Open the index in `dir`, creating it (and `dir`) when there is none.
-    pub fn open(dir: &Path, name: String, config: SearchConfig) -> Result<Arc<Self>> {
+    pub fn open(
+        dir: &Path,
+        name: String,
+        config: SearchConfig,
+        stored_cache: Arc<StoredCache>,
+    ) -> Result<Arc<Self>> {
         std::fs::create_dir_all(dir)?;
         let tokenizers = TokenizerManager::default();
         tokenizers.register(NAME, WordTokenizer::default());
@@ -374,6 +382,7 @@ impl IndexHandle {
             rebuilding: AtomicBool::new(false),
             expansions: Mutex::new(ExpansionCache::default()),
             term_infos: score::TermInfoCache::default(),
+            stored_cache,
         }))
     }
 
@@ -416,7 +425,33 @@ impl IndexHandle {
             segments,
         })
     }
-    /// The stored key and JSON text of the document at `addr`.
+    /// The stored key and JSON text of each document of `addresses`, in order: from the
+    /// cache of recently answered documents where it holds them, else from the document
+    /// store (and then held).
+    fn stored_many(&self, searcher: &Searcher, addresses: &[DocAddress]) -> Result<Vec<Stored>> {
+        let at = |a: &DocAddress| {
+            (
+                searcher.segment_reader(a.segment_ord).segment_id(),
+                a.doc_id,
+            )
+        };
+        let wanted: Vec<_> = addresses.iter().map(at).collect();
+        let mut found = self.stored_cache.get_many(&wanted);
+        let mut read = Vec::new();
+        for ((slot, addr), address) in found.iter_mut().zip(addresses).zip(&wanted) {
+            if slot.is_none() {
+                let stored = Arc::new(self.stored(searcher, *addr)?);
+                read.push((*address, Arc::clone(&stored)));
+                *slot = Some(stored);
+            }
+        }
+        if !read.is_empty() {
+            self.stored_cache.fill(read);
+        }
+        Ok(found.into_iter().flatten().collect())
+    }
+
+    /// The stored key and JSON text of the document at `addr`, from the document store.
     fn stored(&self, searcher: &Searcher, addr: DocAddress) -> Result<(String, String)> {
         let StoredText(mut values) = searcher.doc(addr).map_err(engine_error)?;
         let mut text = |field: Field| {
@@ -622,10 +657,12 @@ impl IndexHandle {
         // Matches holding the same expansions in the same fields share one explanation.
         let mut explained: HashMap<Vec<bool>, Arc<Explained>> = HashMap::new();
         let mut matches = Vec::with_capacity(top.len());
-        for hit in top {
-            let (key, src) = self.stored(&searcher, hit.address)?;
+        let addresses: Vec<DocAddress> = top.iter().map(|h| h.address).collect();
+        let documents = self.stored_many(&searcher, &addresses)?;
+        for (hit, document) in top.into_iter().zip(documents) {
+            let (key, src) = &*document;
             if !query.filter.is_empty()
-                && !filter_matches(&members(&src, &filter_names)?, &query.filter)
+                && !filter_matches(&members(src, &filter_names)?, &query.filter)
             {
                 continue; // a filter-term hash collision
             }
@@ -639,10 +676,10 @@ impl IndexHandle {
                 }
             };
             matches.push(SearchMatch {
-                id: key,
+                id: key.clone(),
                 score,
                 explained,
-                stored: raw_members(&src, &stored_names)?,
+                stored: raw_members(src, &stored_names)?,
             });
         }
         rank(&mut matches);

@@ -14,6 +14,7 @@
 mod analyzer;
 mod handle;
 mod score;
+mod stored;
 mod vocabulary;
 mod writer;
 
@@ -92,6 +93,8 @@ pub struct TantivySearchIndex {
 struct Inner {
     dirs: InstanceDirs,
     settings: Settings,
+    /// Recently answered documents of every index.
+    stored: Arc<stored::StoredCache>,
     state: Mutex<State>,
     counters: Arc<Counters>,
 }
@@ -142,6 +145,7 @@ impl TantivySearchIndex {
             inner: Arc::new(Inner {
                 dirs: InstanceDirs::open(root.to_owned())?,
                 settings,
+                stored: Arc::new(stored::StoredCache::new(stored::STORED_CACHE_BYTES)),
                 state: Mutex::new(State::default()),
                 counters: Arc::default(),
             }),
@@ -192,6 +196,7 @@ impl Inner {
             &self.dirs.dir(instance.id),
             instance.name.as_str().to_owned(),
             config.clone(),
+            Arc::clone(&self.stored),
         )?));
         state.open.insert(instance.id, Arc::clone(&h));
         Ok(h)
@@ -506,6 +511,43 @@ mod tests {
         let filter = fresh_schema.get_field("_filter").unwrap();
         let entry = fresh_schema.get_field_entry(filter);
         assert!(entry.is_fast() && !entry.is_indexed());
+    }
+
+    /// Answered documents are held in memory; a changed document is answered as changed,
+    /// since it is held under its new place in the index.
+    #[tokio::test]
+    async fn answered_documents_are_held_and_changes_are_answered() {
+        let config = SearchConfig {
+            fields: vec!["title".into()],
+            store_fields: vec!["title".into(), "n".into()],
+        };
+        let dir = tempfile::tempdir().unwrap();
+        let index = TantivySearchIndex::open(dir.path()).unwrap();
+        let inst = conformance::instance(InstanceConfig::Search(config.clone()));
+        index.create_instance(&inst).await.unwrap();
+        let put = |n: u64| {
+            let body = json!({"title": "red book", "n": n});
+            SearchDoc::new(
+                "a".parse().unwrap(),
+                body.as_object().unwrap().clone(),
+                &config,
+            )
+            .unwrap()
+        };
+        index.index(&inst, put(1)).await.unwrap();
+        let query = SearchQuery::from_json(&json!({"query": "red"}), &config).unwrap();
+        let n = |m: &[SearchMatch]| m[0].stored.get("n").map(|v| v.get().to_owned());
+        assert_eq!(index.inner.stored.bytes(), 0);
+        let first = index.query(&inst, &query).await.unwrap();
+        assert_eq!(n(&first).as_deref(), Some("1"));
+        let held = index.inner.stored.bytes();
+        assert!(held > 0, "the answered document is held");
+        assert_eq!(index.query(&inst, &query).await.unwrap(), first);
+        assert_eq!(index.inner.stored.bytes(), held, "answered from memory");
+        index.update(&inst, put(2)).await.unwrap();
+        let changed = index.query(&inst, &query).await.unwrap();
+        assert_eq!(n(&changed).as_deref(), Some("2"));
+        index.close().await.unwrap();
     }
 
     #[tokio::test]
