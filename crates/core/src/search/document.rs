@@ -263,7 +263,7 @@ fn canonical_into(value: &Value, out: &mut String) {
 const MAX_FILTER_TERM_BYTES: usize = 240;
 
 /// The term that stands for "top-level field `field` equals `value`". Engines index the
-/// terms of every top-level field ([`filter_terms`]) and answer a filter by requiring the
+/// terms of every top-level field ([`for_each_filter_term`]) and answer a filter by requiring the
 /// term of each of its entries. Values compare as JSON: numbers by value, objects
 /// regardless of key order.
 pub fn filter_term(field: &str, value: &Value) -> String {
@@ -294,13 +294,6 @@ pub fn for_each_filter_term(doc: &Document, mut f: impl FnMut(&str)) {
         filter_term_into(k, v, &mut term);
         f(&term);
     }
-}
-
-/// The filter terms of every top-level field of `doc`.
-pub fn filter_terms(doc: &Document) -> Vec<String> {
-    let mut terms = Vec::with_capacity(doc.len());
-    for_each_filter_term(doc, |t| terms.push(t.to_owned()));
-    terms
 }
 
 /// Whether `doc` has every top-level field of `filter` with an equal value.
@@ -427,7 +420,8 @@ mod tests {
             json!({"missing": null}),
             json!({"score": 7}),
         ];
-        let terms = filter_terms(&doc);
+        let mut terms = Vec::new();
+        for_each_filter_term(&doc, |t| terms.push(t.to_owned()));
         for f in yes {
             assert!(filter_matches(&doc, f.as_object().unwrap()), "{f}");
             for (k, v) in f.as_object().unwrap() {

@@ -425,6 +425,7 @@ impl IndexHandle {
             segments,
         })
     }
+
     /// The stored key and JSON text of each document of `addresses`, in order: from the
     /// cache of recently answered documents where it holds them, else from the document
     /// store (and then held).

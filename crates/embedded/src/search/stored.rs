@@ -48,6 +48,9 @@ struct Generations {
     young_bytes: usize,
     old: HashMap<Address, Stored>,
     old_bytes: usize,
+    /// Lookups answered, for tests to tell a document read from memory from one read again.
+    #[cfg(test)]
+    hits: u64,
 }
 
 fn bytes_of(stored: &Stored) -> usize {
@@ -67,7 +70,7 @@ impl StoredCache {
     pub fn get_many(&self, addresses: &[Address]) -> Vec<Option<Stored>> {
         let mut g = self.state.lock().unwrap_or_else(PoisonError::into_inner);
         let mut promoted = Vec::new();
-        let found = addresses
+        let found: Vec<Option<Stored>> = addresses
             .iter()
             .map(|a| {
                 if let Some(s) = g.young.get(a) {
@@ -81,6 +84,10 @@ impl StoredCache {
             .collect();
         for (a, s) in promoted {
             self.insert(&mut g, a, s);
+        }
+        #[cfg(test)]
+        {
+            g.hits += found.iter().filter(|f| f.is_some()).count() as u64;
         }
         found
     }
@@ -106,6 +113,15 @@ impl StoredCache {
             g.young_bytes -= bytes_of(&previous);
         }
         g.young_bytes += bytes;
+    }
+
+    /// Lookups answered so far.
+    #[cfg(test)]
+    pub fn hits(&self) -> u64 {
+        self.state
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .hits
     }
 
     /// Bytes held, roughly.
