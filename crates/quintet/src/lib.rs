@@ -16,6 +16,7 @@ pub mod cli;
 pub mod command;
 pub mod discovery;
 pub mod limits;
+pub mod logging;
 pub mod master_key;
 pub mod node;
 pub mod open;

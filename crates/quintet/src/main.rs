@@ -1,17 +1,16 @@
 //! The `quintet` binary: parses arguments, opens the stores, serves HTTP.
 
-use std::{io::IsTerminal, process::ExitCode, sync::Arc};
+use std::{process::ExitCode, sync::Arc};
 
 use anyhow::Context;
 use quintet::{
     admin,
     cli::{LogFormat, ServeConfig},
     command::{self, Command},
-    master_key,
+    logging, master_key,
     node::Node,
 };
 use quintet_core::SystemClock;
-use tracing_subscriber::EnvFilter;
 
 fn main() -> ExitCode {
     // Before the settings are resolved: the default connection bound derives from it.
@@ -60,23 +59,9 @@ fn main() -> ExitCode {
     }
 }
 
-fn init_logging(config: &ServeConfig) -> anyhow::Result<()> {
-    let filter = EnvFilter::try_new(&config.log)
-        .with_context(|| format!("log filter \"{}\" is not valid", config.log))?;
-    let builder = tracing_subscriber::fmt()
-        .with_env_filter(filter)
-        .with_ansi(std::io::stderr().is_terminal())
-        .with_writer(std::io::stderr);
-    match config.log_format {
-        LogFormat::Text => builder.init(),
-        LogFormat::Json => builder.json().init(),
-    }
-    Ok(())
-}
-
 #[tokio::main]
 async fn serve(config: ServeConfig) -> anyhow::Result<()> {
-    init_logging(&config)?;
+    logging::init(&config)?;
     // The port first: a start that cannot listen must fail before anything is made (a
     // master key, and the admin token it would print and never show again).
     let listener = tokio::net::TcpListener::bind(config.server.listen)
@@ -96,7 +81,7 @@ async fn serve(config: ServeConfig) -> anyhow::Result<()> {
             "quintet admin token (derived from {key}; `quintet admin-token` prints it again): {}",
             token.expose()
         );
-        announce(
+        logging::announce(
             json,
             &text,
             serde_json::json!({"admin_token": token.expose()}),
@@ -104,7 +89,7 @@ async fn serve(config: ServeConfig) -> anyhow::Result<()> {
     }
     // Tests and scripts read this line to learn the port when listening on port 0.
     let url = format!("{}://{addr}", node.scheme());
-    announce(
+    logging::announce(
         json,
         &format!("quintet listening on {url}"),
         serde_json::json!({"listening": url}),
@@ -113,20 +98,6 @@ async fn serve(config: ServeConfig) -> anyhow::Result<()> {
     node.serve(listener, shutdown_signal()).await?;
     tracing::info!("quintet stopped");
     Ok(())
-}
-
-/// Print a line for the operator on standard output: as it reads, or, with `--log-format
-/// json`, as one JSON object (`message` plus `fields`), so every line parses.
-fn announce(json: bool, text: &str, fields: serde_json::Value) {
-    if json {
-        let mut line = serde_json::json!({"message": text});
-        if let (Some(line), Some(fields)) = (line.as_object_mut(), fields.as_object()) {
-            line.extend(fields.clone());
-        }
-        println!("{line}");
-    } else {
-        println!("{text}");
-    }
 }
 
 /// What to say when `addr` cannot be listened on.

@@ -617,7 +617,8 @@ impl Importer {
             Kind::Index => {
                 let inst = self.instance()?;
                 let value: serde_json::Value = record.parse()?;
-                let def = IndexDef::from_json(&value)?;
+                // As the exporting server stored it: see `IndexDef::from_stored_json`.
+                let def = IndexDef::from_stored_json(&value)?;
                 self.state.services.data.create_index(&inst, def).await?;
             }
             Kind::Doc => {

@@ -42,7 +42,7 @@ pub mod state;
 pub mod tls;
 mod unread_body;
 
-use std::{convert::Infallible, future::Future, sync::Arc};
+use std::{convert::Infallible, future::Future, pin::Pin, sync::Arc};
 
 use axum::{extract::Request, response::Response};
 use quintet_core::{Error, Result};
@@ -108,11 +108,34 @@ pub async fn startup(state: &AppState) -> Result<()> {
 /// Serve `state` on `listener` (HTTPS when `tls` is given, see [`tls::load`]) until
 /// `shutdown` resolves; then let in-flight requests and queue deliveries finish for up to
 /// the configured timeout, and close every store.
-pub async fn serve(
+pub fn serve(
     listener: TcpListener,
     tls: Option<Arc<ServerConfig>>,
     state: AppState,
     shutdown: impl Future<Output = ()> + Send + 'static,
+) -> Pin<Box<dyn Future<Output = Result<()>> + Send>> {
+    serve_boxed(listener, tls, state, Box::pin(shutdown))
+}
+
+/// [`serve`] behind boxes, so that the server's code (connections, the router, TLS) is
+/// compiled once, in this crate, and not again in each crate that serves with a shutdown
+/// future of its own type (the binary, every test). Never inlined into the caller, which
+/// would bring the future's code along with it.
+#[inline(never)]
+fn serve_boxed(
+    listener: TcpListener,
+    tls: Option<Arc<ServerConfig>>,
+    state: AppState,
+    shutdown: Pin<Box<dyn Future<Output = ()> + Send>>,
+) -> Pin<Box<dyn Future<Output = Result<()>> + Send>> {
+    Box::pin(serve_until(listener, tls, state, shutdown))
+}
+
+async fn serve_until(
+    listener: TcpListener,
+    tls: Option<Arc<ServerConfig>>,
+    state: AppState,
+    shutdown: Pin<Box<dyn Future<Output = ()> + Send>>,
 ) -> Result<()> {
     if let Ok(addr) = listener.local_addr() {
         state.dispatcher.listening_on(addr);
@@ -132,7 +155,7 @@ pub async fn serve(
 async fn serve_on<L>(
     listener: L,
     state: AppState,
-    shutdown: impl Future<Output = ()> + Send + 'static,
+    shutdown: Pin<Box<dyn Future<Output = ()> + Send>>,
 ) -> Result<()>
 where
     L: axum::serve::Listener<Addr = std::net::SocketAddr>,

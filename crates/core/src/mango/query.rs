@@ -250,6 +250,18 @@ impl IndexDef {
     /// Parse `{fields, name?, type?, partialFilter? | partial_filter_selector?}`; CouchDB's
     /// `{index: {fields, partial_filter_selector}, name, type}` is accepted too.
     pub fn from_json(body: &Value) -> Result<Self> {
+        Self::parse(body, Names::Checked)
+    }
+
+    /// Read back a definition an engine stored (or an archive carries) as
+    /// [`IndexDef::to_json`] wrote it. Its name may hold control characters, which
+    /// [`IndexDef::from_json`] refuses: versions before 2026-11-29 derived names from the
+    /// fields as they were, and an instance holding such an index must still load.
+    pub fn from_stored_json(body: &Value) -> Result<Self> {
+        Self::parse(body, Names::Stored)
+    }
+
+    fn parse(body: &Value, names: Names) -> Result<Self> {
         let Value::Object(top) = body else {
             return Err(Error::invalid(format!(
                 "an index must be a JSON object such as {{\"fields\": [\"type\"]}}, not {}",
@@ -311,7 +323,7 @@ impl IndexDef {
             .cloned();
         let partial_filter = partial_json.as_ref().map(Selector::parse).transpose()?;
         let name = match present(top, "name").or_else(|| present(inner, "name")) {
-            Some(Value::String(n)) => valid_index_name(n)?.to_owned(),
+            Some(Value::String(n)) => valid_index_name(n, names)?.to_owned(),
             Some(other) => {
                 return Err(Error::invalid(format!(
                     "the index \"name\" must be a string, not {}",
@@ -366,8 +378,18 @@ impl IndexDef {
     }
 }
 
-fn valid_index_name(n: &str) -> Result<&str> {
-    if n.is_empty() || n.len() > MAX_INDEX_NAME_BYTES || n.chars().any(char::is_control) {
+/// Which index names [`IndexDef::parse`] takes.
+#[derive(Clone, Copy, PartialEq)]
+enum Names {
+    /// A client's: without control characters.
+    Checked,
+    /// A stored definition's: control characters too ([`IndexDef::from_stored_json`]).
+    Stored,
+}
+
+fn valid_index_name(n: &str, names: Names) -> Result<&str> {
+    let control = names == Names::Checked && n.chars().any(char::is_control);
+    if n.is_empty() || n.len() > MAX_INDEX_NAME_BYTES || control {
         return Err(Error::invalid(format!(
             "the index name {:?} is not valid: use 1 to {MAX_INDEX_NAME_BYTES} bytes without \
              control characters",
@@ -378,7 +400,10 @@ fn valid_index_name(n: &str) -> Result<&str> {
 }
 
 /// `idx-<field>-<field>…`, plus a short digest of the partial filter when there is one, so
-/// two indexes on the same fields with different filters get different names.
+/// two indexes on the same fields with different filters get different names. A name is a
+/// valid one ([`valid_index_name`]): too long, it is cut and ends with a digest of the
+/// whole; control characters in the fields' names become `_`, with the same digest, so that
+/// two such indexes keep apart.
 fn default_name(fields: &[(FieldPath, SortDir)], partial: Option<&Value>) -> String {
     use sha2::Digest;
     let mut name = String::from("idx");
@@ -391,8 +416,15 @@ fn default_name(fields: &[(FieldPath, SortDir)], partial: Option<&Value>) -> Str
         name.push_str("-partial-");
         name.push_str(&hex::encode(&digest[..4]));
     }
-    if name.len() > MAX_INDEX_NAME_BYTES {
+    let control = name.chars().any(char::is_control);
+    if control || name.len() > MAX_INDEX_NAME_BYTES {
         let digest = sha2::Sha256::digest(name.as_bytes());
+        if control {
+            name = name
+                .chars()
+                .map(|c| if c.is_control() { '_' } else { c })
+                .collect();
+        }
         name.truncate(name.floor_char_boundary(MAX_INDEX_NAME_BYTES - 9));
         name.push('-');
         name.push_str(&hex::encode(&digest[..4]));
@@ -472,6 +504,44 @@ mod tests {
         let q = FindQuery::from_json(&json!({"fields": ["a.b", "c", "zz"]})).unwrap();
         let doc = json!({"_id": "x", "a": {"b": 1, "d": 2}, "c": [1]});
         assert_eq!(q.project(doc), json!({"a": {"b": 1}, "c": [1]}));
+    }
+
+    #[test]
+    fn derived_names_of_fields_with_control_characters_are_valid() {
+        let d = IndexDef::from_json(&json!({"fields": ["a\u{1}b", "c"]})).unwrap();
+        assert!(d.name.starts_with("idx-a_b-c-"), "{}", d.name);
+        assert_eq!(d.name.len(), "idx-a_b-c-".len() + 8);
+        assert_eq!(IndexDef::from_json(&d.to_json()).unwrap(), d);
+        let e = IndexDef::from_json(&json!({"fields": ["a\u{2}b", "c"]})).unwrap();
+        assert_ne!(d.name, e.name, "the digest keeps the two apart");
+
+        // Stored by a version that derived the name from the fields as they were.
+        let mut stored = d.to_json();
+        stored["name"] = json!("idx-a\u{1}b-c");
+        assert!(IndexDef::from_json(&stored).is_err());
+        let read = IndexDef::from_stored_json(&stored).unwrap();
+        assert_eq!(read.name, "idx-a\u{1}b-c");
+        assert_eq!(read.fields, d.fields);
+        stored["name"] = json!("");
+        assert!(IndexDef::from_stored_json(&stored).is_err());
+    }
+
+    proptest::proptest! {
+        /// What `to_json` writes, `from_json` reads back as it was: an export of any index
+        /// a client could create can be imported.
+        #[test]
+        fn every_definition_reads_back(
+            fields in proptest::collection::vec("[a-z0-9_\\x01-\\x1f\\u{7f}-\\u{9f}é]{1,10}", 1..4),
+            partial: bool,
+        ) {
+            let mut body = json!({"fields": fields});
+            if partial {
+                body["partialFilter"] = json!({"x": 1});
+            }
+            if let Ok(d) = IndexDef::from_json(&body) {
+                proptest::prop_assert_eq!(IndexDef::from_json(&d.to_json()).unwrap(), d);
+            }
+        }
     }
 
     #[test]

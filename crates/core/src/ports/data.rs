@@ -537,7 +537,7 @@ pub fn stored_value(text: &str) -> Result<Value> {
 pub fn stored_index(text: &str) -> Result<IndexDef> {
     let def: Value = serde_json::from_str(text)
         .map_err(|e| Error::internal(format!("stored index definition: {e}")))?;
-    IndexDef::from_json(&def)
+    IndexDef::from_stored_json(&def)
 }
 
 fn corrupt_document(e: serde_json::Error) -> Error {
