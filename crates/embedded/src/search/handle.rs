@@ -656,7 +656,9 @@ impl IndexHandle {
             .map(String::as_str)
             .collect();
         // Matches holding the same expansions in the same fields share one explanation.
-        let mut explained: HashMap<Vec<bool>, Arc<Explained>> = HashMap::new();
+        // Hashed with foldhash: SipHash of the flags cost more than the explanations.
+        let mut explained: foldhash::HashMap<Vec<bool>, Arc<Explained>> =
+            foldhash::HashMap::default();
         let mut matches = Vec::with_capacity(top.len());
         let addresses: Vec<DocAddress> = top.iter().map(|h| h.address).collect();
         let documents = self.stored_many(&searcher, &addresses)?;

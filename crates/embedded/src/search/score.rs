@@ -15,14 +15,14 @@
 //! query over 100,000 documents that was about 3 million instructions, mostly set-up. Here
 //! each posting list is read once, term at a time, into per-document accumulators of a
 //! window of documents, which are then scored in document order — about a third of that.
-//! The arithmetic is tantivy's (its [`Bm25Weight`], the same sums in the same order for up to
-//! two fields and two words), and so is the choice of the top documents (a heap per
-//! segment, [`TopNComputer`] across segments, ties to the lower address), so answers did
+//! The arithmetic is tantivy's (its `Bm25Weight`, the same sums in the same order for up to
+//! two fields and two words), and so is the choice of the top documents (by score, ties to
+//! the lower address, as tantivy's `TopDocs` collector chooses them), so answers did
 //! not change.
 
 use std::{
     cmp::{Ordering, Reverse},
-    collections::{BinaryHeap, HashMap},
+    collections::BinaryHeap,
     sync::{Arc, Mutex, PoisonError},
 };
 
@@ -32,11 +32,9 @@ use quintet_core::{
 };
 use tantivy::{
     DocAddress, DocId, DocSet, InvertedIndexReader, Searcher, SegmentReader, TERMINATED, Term,
-    collector::{TopNComputer, sort_key::NaturalComparator},
     columnar::Column,
     fieldnorm::FieldNormReader,
     postings::{Postings, SegmentPostings, TermInfo},
-    query::Bm25Weight,
     schema::{Field, IndexRecordOption},
 };
 
@@ -50,6 +48,53 @@ const FIELD_TIE_BREAKER: f32 = 0.2;
 /// BM25 of one term is at most idf × (k1 + 1), and idf at most ln(1 + N) for N documents.
 fn bm25_bound(total_docs: u64) -> f32 {
     2.2 * (1.0 + total_docs as f32).ln()
+}
+
+/// BM25's term-frequency saturation and length normalization, as tantivy has them.
+const K1: f32 = 1.2;
+const B: f32 = 0.75;
+
+/// The BM25 of one term in one field, weighted: tantivy's `Bm25Weight`, the same
+/// arithmetic in the same order (so scores are the query tree's to the bit, which the
+/// property tests below hold), but with one length table per field and query. tantivy's
+/// fills a fresh 256-entry table for every term, though it depends only on the field's
+/// average length: 3 % of a query.
+#[derive(Clone)]
+struct Bm25 {
+    /// idf × (k1 + 1) × the match kind's weight.
+    weight: f32,
+    /// Per field-length code, k1 × (1 − b + b × length / average length).
+    lengths: Arc<[f32; 256]>,
+}
+
+impl Bm25 {
+    /// The weight of a term that `doc_freq` of `total_docs` documents hold, boosted by
+    /// `boost`.
+    fn new(doc_freq: u64, total_docs: u64, boost: f32, lengths: &Arc<[f32; 256]>) -> Self {
+        let x = (total_docs.saturating_sub(doc_freq) as f32 + 0.5) / (doc_freq as f32 + 0.5);
+        let idf = (1.0 + x).ln();
+        Self {
+            weight: idf * (1.0 + K1) * boost,
+            lengths: Arc::clone(lengths),
+        }
+    }
+
+    /// The length table of a field whose average length is `average`.
+    fn lengths(average: f32) -> Arc<[f32; 256]> {
+        let mut table = [0.0f32; 256];
+        for (code, entry) in table.iter_mut().enumerate() {
+            let length = FieldNormReader::id_to_fieldnorm(code as u8);
+            *entry = K1 * (1.0 - B + B * length as f32 / average);
+        }
+        Arc::new(table)
+    }
+
+    #[inline]
+    fn score(&self, fieldnorm_id: u8, term_freq: u32) -> f32 {
+        let term_freq = term_freq as f32;
+        let norm = self.lengths[usize::from(fieldnorm_id)];
+        self.weight * (term_freq / (term_freq + norm))
+    }
 }
 
 /// The constant parts of the score.
@@ -97,7 +142,7 @@ struct Source {
     /// The expansion's [`MatchKind::tier`] plus one (0 stands for "no match").
     tier: u8,
     /// BM25 over the whole index, times the match kind's weight.
-    bm25: Bm25Weight,
+    bm25: Bm25,
     /// The term's postings in each segment, by segment ordinal.
     in_segments: InSegments,
 }
@@ -119,12 +164,22 @@ pub(super) struct Hit {
 /// [`TermInfoCache::TERMS`] are kept.
 #[derive(Debug, Default)]
 pub(super) struct TermInfoCache {
-    /// The generation, and (field id, term) → the term's postings in each segment.
+    /// The generation, and term → per field id, what is known of it.
     terms: Mutex<(u64, TermInfos)>,
 }
 
-/// (field id, term) → where the term's postings are in each segment.
-type TermInfos = HashMap<(u32, String), InSegments>;
+/// Term → per field id (the searched fields it was looked up in), what is known of it. By
+/// term first, so that a lookup takes the query's `&str` without allocating a key.
+type TermInfos = foldhash::HashMap<String, Vec<(u32, Known)>>;
+
+/// A term of one field, as a generation of the index has it.
+#[derive(Debug, Clone)]
+struct Known {
+    /// Where its postings are in each segment.
+    in_segments: InSegments,
+    /// Documents holding it, deleted ones included, over all segments.
+    doc_freq: u64,
+}
 
 /// Where a term's postings are in each segment, by segment ordinal.
 type InSegments = Arc<[Option<TermInfo>]>;
@@ -188,12 +243,16 @@ pub(super) fn top_docs(
         .flat_map(|(exps, fields_of)| exps.iter().zip(fields_of))
         .flat_map(|(e, fs)| fs.iter().map(|f| (f.field_id(), e.term.as_str())))
         .collect();
-    let mut known: Vec<Option<InSegments>> = vec![None; wanted.len()];
+    let mut known: Vec<Option<Known>> = vec![None; wanted.len()];
     if let Some(cache) = cache {
         let terms = cache.terms.lock().unwrap_or_else(PoisonError::into_inner);
         if terms.0 == generation {
             for (k, (field, term)) in known.iter_mut().zip(&wanted) {
-                *k = terms.1.get(&(*field, (*term).to_owned())).cloned();
+                *k = terms
+                    .1
+                    .get(*term)
+                    .and_then(|by_field| by_field.iter().find(|(f, _)| f == field))
+                    .map(|(_, known)| known.clone());
             }
         }
     }
@@ -210,9 +269,12 @@ pub(super) fn top_docs(
         for s in &inverted {
             infos.push(s[position].get_term_info(&term_key).map_err(engine_error)?);
         }
-        let infos: InSegments = infos.into();
-        learned.push(((*field, (*term).to_owned()), Arc::clone(&infos)));
-        *k = Some(infos);
+        let found = Known {
+            doc_freq: infos.iter().flatten().map(|i| u64::from(i.doc_freq)).sum(),
+            in_segments: infos.into(),
+        };
+        learned.push((*field, *term, found.clone()));
+        *k = Some(found);
     }
     if let Some(cache) = cache
         && !learned.is_empty()
@@ -222,9 +284,16 @@ pub(super) fn top_docs(
             terms.1.clear();
             terms.0 = generation;
         }
-        terms.1.extend(learned);
+        for (field, term, found) in learned {
+            terms
+                .1
+                .entry(term.to_owned())
+                .or_default()
+                .push((field, found));
+        }
     }
     let mut known = known.into_iter();
+    let lengths: Vec<Arc<[f32; 256]>> = average_norms.iter().map(|&a| Bm25::lengths(a)).collect();
 
     let mut sources = Vec::new();
     let mut expansion = 0;
@@ -239,30 +308,19 @@ pub(super) fn top_docs(
                 let Some(position) = fields.iter().position(|f| f == field) else {
                     continue;
                 };
-                let Some(in_segments) = infos else {
+                let Some(found) = infos else {
                     continue;
                 };
-                let doc_freq: u64 = in_segments
-                    .iter()
-                    .flatten()
-                    .map(|i| u64::from(i.doc_freq))
-                    .sum();
-                if doc_freq == 0 {
+                if found.doc_freq == 0 {
                     continue;
                 }
-                let bm25 = Bm25Weight::for_one_term_without_explain(
-                    doc_freq,
-                    total_docs,
-                    average_norms[position],
-                )
-                .boost_by(weight);
                 sources.push(Source {
                     word: w,
                     expansion: expansion - 1,
                     field: position,
                     tier: u8::try_from(e.kind.tier() + 1).unwrap_or(u8::MAX),
-                    bm25,
-                    in_segments,
+                    bm25: Bm25::new(found.doc_freq, total_docs, weight, &lengths[position]),
+                    in_segments: found.in_segments,
                 });
             }
         }
@@ -319,7 +377,9 @@ impl Scoring<'_> {
             expansions,
         } = *self;
         let segments = searcher.segment_readers();
-        let mut merged = TopNComputer::new_with_comparator(limit, NaturalComparator);
+        // One heap for all segments: a document of a later segment must beat the best
+        // `limit` of the earlier ones, so most are turned away by one comparison.
+        let mut heap = TopHeap::new(limit);
         'segments: for (ord, segment) in segments.iter().enumerate() {
             let ord = u32::try_from(ord).map_err(engine_error)?;
             let Some(mut admits) = filter.in_segment(segment)? else {
@@ -350,29 +410,28 @@ impl Scoring<'_> {
                 );
             }
             let alive = segment.alive_bitset();
-            let mut heap = TopHeap::new(limit);
             window.run(
                 &mut lists,
                 sources,
                 &norms,
                 tier_score,
                 &mut |doc, score| {
-                    if alive.is_some_and(|a| a.is_deleted(doc)) || !admits.admits(doc) {
+                    if !heap.admits(score)
+                        || alive.is_some_and(|a| a.is_deleted(doc))
+                        || !admits.admits(doc)
+                    {
                         return;
                     }
-                    heap.push(score, doc);
+                    heap.push(score, DocAddress::new(ord, doc));
                 },
             );
-            for (score, doc) in heap.into_vec() {
-                merged.push(score, DocAddress::new(ord, doc));
-            }
         }
-        let mut hits: Vec<Hit> = merged
+        let mut hits: Vec<Hit> = heap
             .into_sorted_vec()
             .into_iter()
-            .map(|d| Hit {
-                score: d.sort_key,
-                address: d.doc,
+            .map(|(score, address)| Hit {
+                score,
+                address,
                 found: vec![false; expansions * fields.len()],
             })
             .collect();
@@ -518,6 +577,7 @@ struct Window {
 /// clearing in one pass is cheaper than clearing a few bytes per document afterwards).
 /// Per matched word, in query order: its tier's constant plus its best field's BM25 and a
 /// share of its other fields', summed as tantivy's combiners sum them.
+#[inline(always)]
 fn take_score(tiers: &mut [u8], bm25: &mut [f32], fields: usize, tier_score: &[f32]) -> f32 {
     let mut score = 0.0f32;
     for (tier, bm25) in tiers.iter_mut().zip(bm25.chunks_exact_mut(fields)) {
@@ -580,7 +640,28 @@ impl Window {
         tier_score: &[f32],
         f: &mut impl FnMut(DocId, f32),
     ) {
-        let (words, fields) = (self.words, self.fields);
+        // The common shapes with their sizes known to the compiler, which then unrolls
+        // the sums and drops most bounds checks: an eighth of a query at limit 10.
+        match (self.words, self.fields) {
+            (1, 1) => self.run_shaped::<1, 1>(lists, sources, norms, tier_score, f),
+            (1, 2) => self.run_shaped::<1, 2>(lists, sources, norms, tier_score, f),
+            (2, 1) => self.run_shaped::<2, 1>(lists, sources, norms, tier_score, f),
+            (2, 2) => self.run_shaped::<2, 2>(lists, sources, norms, tier_score, f),
+            _ => self.run_shaped::<0, 0>(lists, sources, norms, tier_score, f),
+        }
+    }
+
+    /// [`Window::run`] for `W` words and `F` fields, or 0 for "as the window says".
+    fn run_shaped<const W: usize, const F: usize>(
+        &mut self,
+        lists: &mut [(SegmentPostings, usize)],
+        sources: &[Source],
+        norms: &[FieldNormReader],
+        tier_score: &[f32],
+        f: &mut impl FnMut(DocId, f32),
+    ) {
+        let words = if W == 0 { self.words } else { W };
+        let fields = if F == 0 { self.fields } else { F };
         self.dirty = true;
         loop {
             let start = lists
@@ -614,18 +695,37 @@ impl Window {
                     doc = postings.advance();
                 }
             }
-            for block in 0..self.size / 64 {
-                let mut bits = std::mem::take(&mut self.touched[block]);
-                while bits != 0 {
-                    let i = block * 64 + bits.trailing_zeros() as usize;
-                    bits &= bits - 1;
-                    let tiers = &mut self.tiers[i * words..(i + 1) * words];
-                    let bm25 = &mut self.bm25[i * words * fields..(i + 1) * words * fields];
-                    f(
-                        start + i as u32,
-                        take_score(tiers, bm25, fields, tier_score),
-                    );
-                }
+            self.take_window(start, words, fields, tier_score, f);
+        }
+    }
+
+    /// Score the window's touched documents (starting at document `start`) in order,
+    /// calling `f` with each, and clear their accumulators.
+    #[inline(always)]
+    fn take_window(
+        &mut self,
+        start: DocId,
+        words: usize,
+        fields: usize,
+        tier_score: &[f32],
+        f: &mut impl FnMut(DocId, f32),
+    ) {
+        let per_doc = words * fields;
+        for block in 0..self.size / 64 {
+            let mut bits = std::mem::take(&mut self.touched[block]);
+            while bits != 0 {
+                let i = block * 64 + bits.trailing_zeros() as usize;
+                bits &= bits - 1;
+                let (Some(tiers), Some(bm25)) = (
+                    self.tiers.get_mut(i * words..(i + 1) * words),
+                    self.bm25.get_mut(i * per_doc..(i + 1) * per_doc),
+                ) else {
+                    continue;
+                };
+                f(
+                    start + i as u32,
+                    take_score(tiers, bm25, fields, tier_score),
+                );
             }
         }
     }
@@ -639,9 +739,10 @@ fn grow<T: Default + Clone>(v: &mut Vec<T>, len: usize) {
 }
 
 /// A document and its score, ordered by score, then by the lower document first.
+/// A document and its score, ordered by score, then by the lower address first.
 struct Entry {
     score: f32,
-    doc: DocId,
+    doc: DocAddress,
 }
 
 impl PartialEq for Entry {
@@ -667,10 +768,11 @@ impl Ord for Entry {
     }
 }
 
-/// The best documents of one segment, pushed in increasing document order; a later
-/// document needs a strictly higher score to displace one, so ties keep the lower
-/// document. This is tantivy's per-segment top-k by score (`TopNHeap`), so the documents
-/// handed to the merge, and their order, are the ones its collector handed.
+/// The best documents, pushed in increasing address order (segment by segment, each in
+/// document order); a later document needs a strictly higher score to displace one, so
+/// ties keep the lower address. These are the documents, in the same order, that
+/// tantivy's collector keeps: a top-k by score per segment (`TopNHeap`, ties to the lower
+/// document), merged by `TopNComputer` (ties to the lower address).
 struct TopHeap {
     heap: BinaryHeap<Reverse<Entry>>,
     limit: usize,
@@ -686,7 +788,13 @@ impl TopHeap {
         }
     }
 
-    fn push(&mut self, score: f32, doc: DocId) {
+    /// Whether a document scoring `score`, later than those pushed, would be kept: the
+    /// cheaper test goes first, before deletions and the filter.
+    fn admits(&self, score: f32) -> bool {
+        self.heap.len() < self.limit || self.threshold.is_some_and(|t| score > t)
+    }
+
+    fn push(&mut self, score: f32, doc: DocAddress) {
         if self.heap.len() < self.limit {
             self.heap.push(Reverse(Entry { score, doc }));
             if self.heap.len() == self.limit {
@@ -702,9 +810,10 @@ impl TopHeap {
         }
     }
 
-    fn into_vec(self) -> Vec<(f32, DocId)> {
+    /// The kept documents, best first.
+    fn into_sorted_vec(self) -> Vec<(f32, DocAddress)> {
         self.heap
-            .into_vec()
+            .into_sorted_vec()
             .into_iter()
             .map(|Reverse(e)| (e.score, e.doc))
             .collect()
@@ -1031,6 +1140,31 @@ mod tests {
         ) {
             let fixture = index(3, &batches, &[]);
             compare(&fixture, &words, 3, None, limit, false)?;
+        }
+    }
+
+    proptest! {
+        /// [`Bm25`] is tantivy's `Bm25Weight` to the bit, whatever the statistics, boost,
+        /// length code and term frequency.
+        #[test]
+        fn bm25_is_tantivys_to_the_bit(
+            total_docs in 1..10_000_000u64,
+            doc_freq_share in 0.0..1.0f64,
+            average in 0.5..500.0f32,
+            boost in prop_oneof![Just(1.0f32), 0.01..1.0f32],
+            fieldnorm_id in any::<u8>(),
+            term_freq in 1..1_000u32,
+        ) {
+            let doc_freq = ((total_docs as f64 * doc_freq_share) as u64).max(1);
+            let ours = Bm25::new(doc_freq, total_docs, boost, &Bm25::lengths(average));
+            let theirs = tantivy::query::Bm25Weight::for_one_term_without_explain(
+                doc_freq, total_docs, average,
+            )
+            .boost_by(boost);
+            prop_assert_eq!(
+                ours.score(fieldnorm_id, term_freq).to_bits(),
+                theirs.score(fieldnorm_id, term_freq).to_bits()
+            );
         }
     }
 

@@ -15,10 +15,11 @@
 //! the young one becomes old. This keeps what is read again at the cost of one map
 //! operation per entry, where a strict LRU order would cost a list update per hit.
 
-use std::{
-    collections::HashMap,
-    sync::{Arc, Mutex, PoisonError},
-};
+use std::sync::{Arc, Mutex, PoisonError};
+
+// Keys are the engine's own (segment, document): a fast hasher, not SipHash, whose
+// hashing of the 20-byte address was most of a lookup.
+use foldhash::HashMap;
 
 use tantivy::{DocId, index::SegmentId};
 
