@@ -34,7 +34,7 @@ use tantivy::{
     DocAddress, DocId, DocSet, InvertedIndexReader, Searcher, SegmentReader, TERMINATED, Term,
     columnar::Column,
     fieldnorm::FieldNormReader,
-    postings::{Postings, SegmentPostings, TermInfo},
+    postings::{BlockSegmentPostings, SegmentPostings, TermInfo},
     schema::{Field, IndexRecordOption},
 };
 
@@ -390,10 +390,14 @@ impl Scoring<'_> {
             let mut lists = Vec::with_capacity(sources.len());
             for (i, source) in sources.iter().enumerate() {
                 if let Some(Some(info)) = source.in_segments.get(ord as usize) {
-                    let postings = inverted[ord as usize][source.field]
-                        .read_postings_from_terminfo(info, IndexRecordOption::WithFreqs)
+                    let block = inverted[ord as usize][source.field]
+                        .read_block_postings_from_terminfo(info, IndexRecordOption::WithFreqs)
                         .map_err(engine_error)?;
-                    lists.push((postings, i));
+                    lists.push(List {
+                        block,
+                        at: 0,
+                        source: i,
+                    });
                 }
             }
             if lists.is_empty() {
@@ -554,6 +558,26 @@ impl SegmentFilter {
     }
 }
 
+/// A posting list being read: its decoded block and where in it (past its end only when
+/// the list has ended, its block then empty).
+struct List {
+    block: BlockSegmentPostings,
+    at: usize,
+    /// Its index in the sources.
+    source: usize,
+}
+
+impl List {
+    /// The document it is on, or [`TERMINATED`] when it has ended.
+    fn doc(&self) -> DocId {
+        self.block
+            .docs()
+            .get(self.at)
+            .copied()
+            .unwrap_or(TERMINATED)
+    }
+}
+
 /// Per-document accumulators for a window of consecutive documents. They are all zero
 /// between runs: scoring a document clears its accumulators.
 #[derive(Default)]
@@ -634,7 +658,7 @@ impl Window {
     /// matching document, in increasing order, and its score ([`take_score`]).
     fn run(
         &mut self,
-        lists: &mut [(SegmentPostings, usize)],
+        lists: &mut [List],
         sources: &[Source],
         norms: &[FieldNormReader],
         tier_score: &[f32],
@@ -654,7 +678,7 @@ impl Window {
     /// [`Window::run`] for `W` words and `F` fields, or 0 for "as the window says".
     fn run_shaped<const W: usize, const F: usize>(
         &mut self,
-        lists: &mut [(SegmentPostings, usize)],
+        lists: &mut [List],
         sources: &[Source],
         norms: &[FieldNormReader],
         tier_score: &[f32],
@@ -664,35 +688,43 @@ impl Window {
         let fields = if F == 0 { self.fields } else { F };
         self.dirty = true;
         loop {
-            let start = lists
-                .iter()
-                .map(|(p, _)| p.doc())
-                .min()
-                .unwrap_or(TERMINATED);
+            let start = lists.iter().map(List::doc).min().unwrap_or(TERMINATED);
             if start == TERMINATED {
                 self.dirty = false;
                 return;
             }
             let end = start.saturating_add(self.size as u32);
-            for (postings, source) in lists.iter_mut() {
-                let Some(source) = sources.get(*source) else {
+            for list in lists.iter_mut() {
+                let Some(source) = sources.get(list.source) else {
                     continue;
                 };
                 let Some(norms) = norms.get(source.field) else {
                     continue;
                 };
-                let mut doc = postings.doc();
-                while doc < end {
-                    let i = (doc - start) as usize;
-                    self.touched[i / 64] |= 1 << (i % 64);
-                    let at = i * words + source.word;
-                    self.tiers[at] = self.tiers[at].max(source.tier);
-                    let score = source
-                        .bm25
-                        .score(norms.fieldnorm_id(doc), postings.term_freq());
-                    let best = &mut self.bm25[at * fields + source.field];
-                    *best = f32::max(score, *best);
-                    doc = postings.advance();
+                // Block by block, straight from the decoded arrays.
+                loop {
+                    let docs = list.block.docs();
+                    let mut at = list.at;
+                    while let Some(&doc) = docs.get(at)
+                        && doc < end
+                    {
+                        let i = (doc - start) as usize;
+                        self.touched[i / 64] |= 1 << (i % 64);
+                        let slot = i * words + source.word;
+                        self.tiers[slot] = self.tiers[slot].max(source.tier);
+                        let score = source
+                            .bm25
+                            .score(norms.fieldnorm_id(doc), list.block.freq(at));
+                        let best = &mut self.bm25[slot * fields + source.field];
+                        *best = f32::max(score, *best);
+                        at += 1;
+                    }
+                    if at < docs.len() || docs.is_empty() {
+                        list.at = at;
+                        break; // the window ends here, or the list did
+                    }
+                    list.block.advance();
+                    list.at = 0;
                 }
             }
             self.take_window(start, words, fields, tier_score, f);
