@@ -33,6 +33,7 @@ use quintet_core::{
 use tantivy::{
     DocAddress, DocId, DocSet, InvertedIndexReader, Searcher, SegmentReader, TERMINATED, Term,
     columnar::Column,
+    directory::OwnedBytes,
     fieldnorm::FieldNormReader,
     postings::{BlockSegmentPostings, SegmentPostings, TermInfo},
     schema::{Field, IndexRecordOption},
@@ -380,14 +381,17 @@ impl Scoring<'_> {
         // One heap for all segments: a document of a later segment must beat the best
         // `limit` of the earlier ones, so most are turned away by one comparison.
         let mut heap = TopHeap::new(limit);
+        // Postings are large (two decoded blocks each, a kilobyte): their vector is the
+        // thread's, kept from query to query, as a fresh one per segment was a large
+        // allocation, after which the allocator consolidated its free lists each time.
+        let mut lists = std::mem::take(&mut window.lists);
+        lists.reserve(sources.len());
         'segments: for (ord, segment) in segments.iter().enumerate() {
             let ord = u32::try_from(ord).map_err(engine_error)?;
             let Some(mut admits) = filter.in_segment(segment)? else {
                 continue 'segments;
             };
-            // Postings are large (two decoded blocks): grown one push at a time, the
-            // vector copied them at every reallocation.
-            let mut lists = Vec::with_capacity(sources.len());
+            lists.clear();
             for (i, source) in sources.iter().enumerate() {
                 if let Some(Some(info)) = source.in_segments.get(ord as usize) {
                     let block = inverted[ord as usize][source.field]
@@ -403,16 +407,11 @@ impl Scoring<'_> {
             if lists.is_empty() {
                 continue;
             }
-            let mut norms = Vec::with_capacity(fields.len());
+            let mut codes = Vec::with_capacity(fields.len());
             for &field in fields {
-                let reader = segment
-                    .fieldnorms_readers()
-                    .get_field(field)
-                    .map_err(engine_error)?;
-                norms.push(
-                    reader.unwrap_or_else(|| FieldNormReader::constant(segment.max_doc(), 1)),
-                );
+                codes.push(LengthCodes::of(segment, field)?);
             }
+            let norms: Vec<&[u8]> = codes.iter().map(LengthCodes::as_slice).collect();
             let alive = segment.alive_bitset();
             window.run(
                 &mut lists,
@@ -430,6 +429,8 @@ impl Scoring<'_> {
                 },
             );
         }
+        lists.clear();
+        window.lists = lists;
         let mut hits: Vec<Hit> = heap
             .into_sorted_vec()
             .into_iter()
@@ -558,6 +559,44 @@ impl SegmentFilter {
     }
 }
 
+/// A field's length codes in one segment, one byte per document: what tantivy's
+/// `FieldNormReader` reads, taken as the byte array it is so that scoring indexes it
+/// directly (the reader's per-document dispatch was 4 % of a query).
+enum LengthCodes {
+    /// The segment's fieldnorm data, as tantivy stores it.
+    Stored(OwnedBytes),
+    /// Every document's code, from a reader that has no data (a field without lengths).
+    Built(Vec<u8>),
+}
+
+impl LengthCodes {
+    fn of(segment: &SegmentReader, field: Field) -> Result<Self> {
+        let readers = segment.fieldnorms_readers();
+        if let Some(file) = readers.get_inner_file().open_read(field) {
+            let bytes = file.read_bytes().map_err(engine_error)?;
+            if bytes.len() >= segment.max_doc() as usize {
+                return Ok(Self::Stored(bytes));
+            }
+        }
+        let reader = readers
+            .get_field(field)
+            .map_err(engine_error)?
+            .unwrap_or_else(|| FieldNormReader::constant(segment.max_doc(), 1));
+        Ok(Self::Built(
+            (0..segment.max_doc())
+                .map(|doc| reader.fieldnorm_id(doc))
+                .collect(),
+        ))
+    }
+
+    fn as_slice(&self) -> &[u8] {
+        match self {
+            Self::Stored(bytes) => bytes.as_slice(),
+            Self::Built(codes) => codes,
+        }
+    }
+}
+
 /// A posting list being read: its decoded block and where in it (past its end only when
 /// the list has ended, its block then empty).
 struct List {
@@ -594,6 +633,8 @@ struct Window {
     touched: Vec<u64>,
     /// A run began and did not finish (it unwound): the accumulators may not be zero.
     dirty: bool,
+    /// Room for the posting lists of a segment, empty between queries.
+    lists: Vec<List>,
 }
 
 /// The score of a document from its accumulators — per word its best tier + 1 and per word
@@ -647,8 +688,11 @@ impl Window {
     /// Give back the memory of a window made for many words: blocking threads come and go
     /// with the load, and each keeps its window.
     fn trim(&mut self) {
-        const KEEP_BYTES: usize = 96 * 1024;
-        let bytes = self.bm25.capacity() * 4 + self.tiers.capacity() + self.touched.capacity() * 8;
+        const KEEP_BYTES: usize = 256 * 1024;
+        let bytes = self.bm25.capacity() * 4
+            + self.tiers.capacity()
+            + self.touched.capacity() * 8
+            + self.lists.capacity() * std::mem::size_of::<List>();
         if bytes > KEEP_BYTES {
             *self = Self::default();
         }
@@ -660,7 +704,7 @@ impl Window {
         &mut self,
         lists: &mut [List],
         sources: &[Source],
-        norms: &[FieldNormReader],
+        norms: &[&[u8]],
         tier_score: &[f32],
         f: &mut impl FnMut(DocId, f32),
     ) {
@@ -680,7 +724,7 @@ impl Window {
         &mut self,
         lists: &mut [List],
         sources: &[Source],
-        norms: &[FieldNormReader],
+        norms: &[&[u8]],
         tier_score: &[f32],
         f: &mut impl FnMut(DocId, f32),
     ) {
@@ -712,9 +756,10 @@ impl Window {
                         self.touched[i / 64] |= 1 << (i % 64);
                         let slot = i * words + source.word;
                         self.tiers[slot] = self.tiers[slot].max(source.tier);
-                        let score = source
-                            .bm25
-                            .score(norms.fieldnorm_id(doc), list.block.freq(at));
+                        let score = source.bm25.score(
+                            norms.get(doc as usize).copied().unwrap_or_default(),
+                            list.block.freq(at),
+                        );
                         let best = &mut self.bm25[slot * fields + source.field];
                         *best = f32::max(score, *best);
                         at += 1;
