@@ -6,7 +6,7 @@
 //! Build it with `cargo build --release -p quintet-bench --example search_queries`.
 //!
 //! ```text
-//! search_queries build <dir>                      # 100,000 documents, merged
+//! search_queries build <dir> [docs]               # 100,000 documents (or `docs`), merged
 //! search_queries build-one <dir>                  # the same in one segment
 //! search_queries query <dir> [limit] [count]      # answer `count` queries, report the time
 //! search_queries dump <dir> [limit] > answers     # every answer, to compare two versions
@@ -21,7 +21,7 @@
 
 use std::{io::Write, path::Path, time::Instant};
 
-use quintet_bench::search_corpus::{Corpus, DOCS, corpus};
+use quintet_bench::search_corpus::{Corpus, DOCS, corpus_of};
 use quintet_core::{
     AppName, Instance, InstanceConfig, InstanceId,
     ports::{
@@ -94,9 +94,14 @@ async fn main() {
     let (mode, dir) = (args[1].as_str(), Path::new(&args[2]));
     let limit: Option<usize> = args
         .get(3)
-        .filter(|l| *l != "default")
+        .filter(|l| *l != "default" && mode != "build")
         .map(|l| l.parse().unwrap());
-    let Corpus { docs, queries } = corpus();
+    // `build` takes a corpus size (the benchmark's million-document row: 1000000).
+    let size = match mode {
+        "build" => args.get(3).map_or(DOCS, |n| n.parse().unwrap()),
+        _ => DOCS,
+    };
+    let Corpus { docs, queries } = corpus_of(size);
     let inst = instance();
     let index = if mode == "build-one" {
         let settings = Settings {
@@ -145,7 +150,7 @@ async fn main() {
                     .collect();
                 index.bulk(&inst, docs).await.unwrap();
             }
-            eprintln!("indexed {DOCS} documents in {:?}", t.elapsed());
+            eprintln!("indexed {size} documents in {:?}", t.elapsed());
             // Let the background merges the bulk load started finish, as the bench does.
             tokio::time::sleep(std::time::Duration::from_secs(20)).await;
             index.close().await.unwrap();

@@ -418,14 +418,12 @@ impl Scoring<'_> {
                 sources,
                 &norms,
                 tier_score,
+                heap.bar(),
                 &mut |doc, score| {
-                    if !heap.admits(score)
-                        || alive.is_some_and(|a| a.is_deleted(doc))
-                        || !admits.admits(doc)
-                    {
-                        return;
+                    if alive.is_none_or(|a| !a.is_deleted(doc)) && admits.admits(doc) {
+                        heap.push(score, DocAddress::new(ord, doc));
                     }
-                    heap.push(score, DocAddress::new(ord, doc));
+                    heap.bar()
                 },
             );
         }
@@ -699,23 +697,26 @@ impl Window {
     }
 
     /// Read `lists` (postings, index in `sources`) to the end, calling `f` with each
-    /// matching document, in increasing order, and its score ([`take_score`]).
+    /// matching document, in increasing order, and its score ([`take_score`]), when the
+    /// score is above the bar: `bar` at first, then what `f` last returned. Most
+    /// documents are turned away by that one comparison, without a call.
     fn run(
         &mut self,
         lists: &mut [List],
         sources: &[Source],
         norms: &[&[u8]],
         tier_score: &[f32],
-        f: &mut impl FnMut(DocId, f32),
+        bar: f32,
+        f: &mut impl FnMut(DocId, f32) -> f32,
     ) {
         // The common shapes with their sizes known to the compiler, which then unrolls
         // the sums and drops most bounds checks: an eighth of a query at limit 10.
         match (self.words, self.fields) {
-            (1, 1) => self.run_shaped::<1, 1>(lists, sources, norms, tier_score, f),
-            (1, 2) => self.run_shaped::<1, 2>(lists, sources, norms, tier_score, f),
-            (2, 1) => self.run_shaped::<2, 1>(lists, sources, norms, tier_score, f),
-            (2, 2) => self.run_shaped::<2, 2>(lists, sources, norms, tier_score, f),
-            _ => self.run_shaped::<0, 0>(lists, sources, norms, tier_score, f),
+            (1, 1) => self.run_shaped::<1, 1>(lists, sources, norms, tier_score, bar, f),
+            (1, 2) => self.run_shaped::<1, 2>(lists, sources, norms, tier_score, bar, f),
+            (2, 1) => self.run_shaped::<2, 1>(lists, sources, norms, tier_score, bar, f),
+            (2, 2) => self.run_shaped::<2, 2>(lists, sources, norms, tier_score, bar, f),
+            _ => self.run_shaped::<0, 0>(lists, sources, norms, tier_score, bar, f),
         }
     }
 
@@ -726,7 +727,8 @@ impl Window {
         sources: &[Source],
         norms: &[&[u8]],
         tier_score: &[f32],
-        f: &mut impl FnMut(DocId, f32),
+        mut bar: f32,
+        f: &mut impl FnMut(DocId, f32) -> f32,
     ) {
         let words = if W == 0 { self.words } else { W };
         let fields = if F == 0 { self.fields } else { F };
@@ -772,7 +774,7 @@ impl Window {
                     list.at = 0;
                 }
             }
-            self.take_window(start, words, fields, tier_score, f);
+            self.take_window(start, words, fields, tier_score, &mut bar, f);
         }
     }
 
@@ -785,7 +787,8 @@ impl Window {
         words: usize,
         fields: usize,
         tier_score: &[f32],
-        f: &mut impl FnMut(DocId, f32),
+        bar: &mut f32,
+        f: &mut impl FnMut(DocId, f32) -> f32,
     ) {
         let per_doc = words * fields;
         for block in 0..self.size / 64 {
@@ -799,10 +802,10 @@ impl Window {
                 ) else {
                     continue;
                 };
-                f(
-                    start + i as u32,
-                    take_score(tiers, bm25, fields, tier_score),
-                );
+                let score = take_score(tiers, bm25, fields, tier_score);
+                if score > *bar {
+                    *bar = f(start + i as u32, score);
+                }
             }
         }
     }
@@ -865,10 +868,13 @@ impl TopHeap {
         }
     }
 
-    /// Whether a document scoring `score`, later than those pushed, would be kept: the
-    /// cheaper test goes first, before deletions and the filter.
-    fn admits(&self, score: f32) -> bool {
-        self.heap.len() < self.limit || self.threshold.is_some_and(|t| score > t)
+    /// The score a document later than those pushed must exceed to be kept: −∞ until
+    /// `limit` are kept (scores are never NaN).
+    fn bar(&self) -> f32 {
+        match self.threshold {
+            Some(t) if self.heap.len() >= self.limit => t,
+            _ => f32::NEG_INFINITY,
+        }
     }
 
     fn push(&mut self, score: f32, doc: DocAddress) {
