@@ -427,27 +427,39 @@ pub struct SearchMatch {
 /// A match's stored fields: each configured stored field its document has, in configured
 /// order, as the JSON text of its value. An engine that keeps documents as JSON text
 /// copies the values' text out of it, and the answer copies it in: no value is parsed
-/// into a tree and written out again.
-#[derive(Debug, Clone, Default)]
-pub struct StoredFields(Vec<(String, Box<RawValue>)>);
+/// into a tree and written out again. Shared, not copied, by clones: an engine can pick a
+/// document's fields once and answer them in every match of it.
+#[derive(Debug, Clone)]
+pub struct StoredFields(Arc<[(String, Box<RawValue>)]>);
+
+impl Default for StoredFields {
+    fn default() -> Self {
+        Self(Arc::from(Vec::new()))
+    }
+}
+
+impl FromIterator<(String, Box<RawValue>)> for StoredFields {
+    /// Fields `(name, JSON text of the value)`, in order.
+    fn from_iter<I: IntoIterator<Item = (String, Box<RawValue>)>>(fields: I) -> Self {
+        Self(fields.into_iter().collect::<Vec<_>>().into())
+    }
+}
 
 impl StoredFields {
     /// The fields named by `names` that `doc` has, in that order.
     pub fn of_document(doc: &Document, names: &[String]) -> Self {
-        Self(
-            names
-                .iter()
-                .filter_map(|n| {
-                    let raw = serde_json::value::to_raw_value(doc.get(n)?).ok()?;
-                    Some((n.clone(), raw))
-                })
-                .collect(),
-        )
+        names
+            .iter()
+            .filter_map(|n| {
+                let raw = serde_json::value::to_raw_value(doc.get(n)?).ok()?;
+                Some((n.clone(), raw))
+            })
+            .collect()
     }
 
-    /// Add field `name` with the JSON text `raw` of its value.
-    pub fn push(&mut self, name: String, raw: Box<RawValue>) {
-        self.0.push((name, raw));
+    /// The bytes of the names and values' text, for a cache's accounting.
+    pub fn text_bytes(&self) -> usize {
+        self.0.iter().map(|(n, v)| n.len() + v.get().len()).sum()
     }
 
     /// The JSON text of field `name`'s value.

@@ -44,7 +44,7 @@ use tantivy::{
 use super::{
     analyzer::{NAME, WordTokenizer},
     engine_error, score,
-    stored::{Stored, StoredCache},
+    stored::{Stored, StoredCache, StoredDoc},
     vocabulary::{self, Vocabulary},
 };
 
@@ -152,13 +152,11 @@ fn members(src: &str, names: &[&str]) -> Result<Document> {
 /// are written into the answer as they are.
 fn raw_members(src: &str, names: &[&str]) -> Result<StoredFields> {
     let picked = pick::<&RawValue>(src, names)?;
-    let mut stored = StoredFields::default();
-    for (name, raw) in names.iter().zip(picked) {
-        if let Some(raw) = raw {
-            stored.push((*name).to_owned(), raw.to_owned());
-        }
-    }
-    Ok(stored)
+    Ok(names
+        .iter()
+        .zip(picked)
+        .filter_map(|(name, raw)| Some(((*name).to_owned(), raw?.to_owned())))
+        .collect())
 }
 
 /// The values of the members of `src` named by `names`, in that order.
@@ -439,9 +437,17 @@ impl IndexHandle {
         let wanted: Vec<_> = addresses.iter().map(at).collect();
         let mut found = self.stored_cache.get_many(&wanted);
         let mut read = Vec::new();
+        let stored_names: Vec<&str> = self
+            .config
+            .store_fields
+            .iter()
+            .map(String::as_str)
+            .collect();
         for ((slot, addr), address) in found.iter_mut().zip(addresses).zip(&wanted) {
             if slot.is_none() {
-                let stored = Arc::new(self.stored(searcher, *addr)?);
+                let (key, src) = self.stored(searcher, *addr)?;
+                let fields = raw_members(&src, &stored_names)?;
+                let stored = Arc::new(StoredDoc { key, src, fields });
                 read.push((*address, Arc::clone(&stored)));
                 *slot = Some(stored);
             }
@@ -649,12 +655,6 @@ impl IndexHandle {
         )?;
         let explainer = Explainer::new(&plan, &expansions, &query.fields);
         let filter_names: Vec<&str> = query.filter.keys().map(String::as_str).collect();
-        let stored_names: Vec<&str> = self
-            .config
-            .store_fields
-            .iter()
-            .map(String::as_str)
-            .collect();
         // Matches holding the same expansions in the same fields share one explanation.
         // Hashed with foldhash: SipHash of the flags cost more than the explanations.
         let mut explained: foldhash::HashMap<Vec<bool>, Arc<Explained>> =
@@ -663,9 +663,8 @@ impl IndexHandle {
         let addresses: Vec<DocAddress> = top.iter().map(|h| h.address).collect();
         let documents = self.stored_many(&searcher, &addresses)?;
         for (hit, document) in top.into_iter().zip(documents) {
-            let (key, src) = &*document;
             if !query.filter.is_empty()
-                && !filter_matches(&members(src, &filter_names)?, &query.filter)
+                && !filter_matches(&members(&document.src, &filter_names)?, &query.filter)
             {
                 continue; // a filter-term hash collision
             }
@@ -679,10 +678,10 @@ impl IndexHandle {
                 }
             };
             matches.push(SearchMatch {
-                id: key.clone(),
+                id: document.key.clone(),
                 score,
                 explained,
-                stored: raw_members(src, &stored_names)?,
+                stored: document.fields.clone(),
             });
         }
         rank(&mut matches);
