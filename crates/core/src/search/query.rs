@@ -430,18 +430,33 @@ pub struct SearchMatch {
 /// into a tree and written out again. Shared, not copied, by clones: an engine can pick a
 /// document's fields once and answer them in every match of it.
 #[derive(Debug, Clone)]
-pub struct StoredFields(Arc<[(String, Box<RawValue>)]>);
+pub struct StoredFields {
+    fields: Arc<[(String, Box<RawValue>)]>,
+    /// Whether a field is named as a built-in member of a match (`id`, `score`, …), whose
+    /// place it takes: rare, and without one a match is written without looking.
+    shadows: bool,
+}
+
+/// The members every match has, before its stored fields.
+const BUILT_IN: [&str; 5] = ["id", "score", "terms", "queryTerms", "match"];
 
 impl Default for StoredFields {
     fn default() -> Self {
-        Self(Arc::from(Vec::new()))
+        Self {
+            fields: Arc::from(Vec::new()),
+            shadows: false,
+        }
     }
 }
 
 impl FromIterator<(String, Box<RawValue>)> for StoredFields {
     /// Fields `(name, JSON text of the value)`, in order.
     fn from_iter<I: IntoIterator<Item = (String, Box<RawValue>)>>(fields: I) -> Self {
-        Self(fields.into_iter().collect::<Vec<_>>().into())
+        let fields: Vec<_> = fields.into_iter().collect();
+        Self {
+            shadows: fields.iter().any(|(n, _)| BUILT_IN.contains(&n.as_str())),
+            fields: fields.into(),
+        }
     }
 }
 
@@ -459,17 +474,23 @@ impl StoredFields {
 
     /// The bytes of the names and values' text, for a cache's accounting.
     pub fn text_bytes(&self) -> usize {
-        self.0.iter().map(|(n, v)| n.len() + v.get().len()).sum()
+        self.fields
+            .iter()
+            .map(|(n, v)| n.len() + v.get().len())
+            .sum()
     }
 
     /// The JSON text of field `name`'s value.
     pub fn get(&self, name: &str) -> Option<&RawValue> {
-        self.0.iter().find(|(n, _)| n == name).map(|(_, v)| &**v)
+        self.fields
+            .iter()
+            .find(|(n, _)| n == name)
+            .map(|(_, v)| &**v)
     }
 
     /// The fields and their values' JSON text, in order.
     pub fn iter(&self) -> impl Iterator<Item = (&str, &RawValue)> {
-        self.0.iter().map(|(n, v)| (n.as_str(), &**v))
+        self.fields.iter().map(|(n, v)| (n.as_str(), &**v))
     }
 
     /// The fields as a document (values parsed).
@@ -484,12 +505,12 @@ impl StoredFields {
 
     /// How many fields there are.
     pub fn len(&self) -> usize {
-        self.0.len()
+        self.fields.len()
     }
 
     /// Whether there are none.
     pub fn is_empty(&self) -> bool {
-        self.0.is_empty()
+        self.fields.is_empty()
     }
 }
 
@@ -547,7 +568,6 @@ impl SearchMatch {
 /// the time spent answering a query.
 impl Serialize for SearchMatch {
     fn serialize<S: Serializer>(&self, serializer: S) -> std::result::Result<S::Ok, S::Error> {
-        const BUILT_IN: [&str; 5] = ["id", "score", "terms", "queryTerms", "match"];
         /// A built-in member, unless a stored field of the same name takes its place, as a
         /// map insert of an existing key does in `to_json`.
         fn member<M: SerializeMap, T: Serialize + ?Sized>(
@@ -556,7 +576,7 @@ impl Serialize for SearchMatch {
             name: &str,
             built_in: &T,
         ) -> std::result::Result<(), M::Error> {
-            match stored.get(name) {
+            match stored.shadows.then(|| stored.get(name)).flatten() {
                 Some(v) => m.serialize_entry(name, v),
                 None => m.serialize_entry(name, built_in),
             }
@@ -577,8 +597,10 @@ impl Serialize for SearchMatch {
             member(&mut m, stored, "queryTerms", &explained.query_terms)?;
             member(&mut m, stored, "match", &explained.matched)?;
         }
-        for (k, v) in self.stored.iter().filter(|(k, _)| !BUILT_IN.contains(k)) {
-            m.serialize_entry(k, v)?;
+        for (k, v) in self.stored.iter() {
+            if !stored.shadows || !BUILT_IN.contains(&k) {
+                m.serialize_entry(k, v)?;
+            }
         }
         m.end()
     }
