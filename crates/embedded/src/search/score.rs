@@ -104,6 +104,8 @@ struct Units {
     word: f32,
     /// What each tier of a word's best match adds: more than the BM25 part of all words.
     tier: f32,
+    /// More than the BM25 part of all words together can add (by at least 1).
+    bm25: f32,
 }
 
 impl Units {
@@ -129,7 +131,11 @@ impl Units {
         let tier = bm25_total + 1.0;
         let max_tier = MatchKind::BEST_TIER as f32;
         let word = max_tier * tier * words as f32 + bm25_total + 1.0;
-        Self { word, tier }
+        Self {
+            word,
+            tier,
+            bm25: bm25_total,
+        }
     }
 }
 
@@ -211,9 +217,12 @@ pub(super) fn top_docs(
     let total_docs: u64 = segments.iter().map(|s| u64::from(s.max_doc())).sum();
     let units = Units::new(plan.words.len(), in_fields, total_docs);
     // The constant part of a word's score by its best tier (+ 1), as the query tree added it.
-    let tier_score: Vec<f32> = (0..=MatchKind::BEST_TIER)
-        .map(|tier| units.word + tier as f32 * units.tier)
-        .collect();
+    let scale = Scale {
+        tier_score: (0..=MatchKind::BEST_TIER)
+            .map(|tier| units.word + tier as f32 * units.tier)
+            .collect(),
+        bm25: units.bm25,
+    };
     // Each segment's inverted index of each searched field, looked up once: a lookup takes a
     // read lock and clones an Arc, counters shared by every query thread, and a query
     // would otherwise make about a hundred and fifty of them.
@@ -333,7 +342,7 @@ pub(super) fn top_docs(
         filter,
         limit,
         sources,
-        tier_score,
+        scale,
         expansions: expansion,
     };
     WINDOW.with_borrow_mut(|window| {
@@ -352,8 +361,7 @@ struct Scoring<'a> {
     filter: &'a Filter,
     limit: usize,
     sources: Vec<Source>,
-    /// The constant part of a word's score, by its best tier + 1.
-    tier_score: Vec<f32>,
+    scale: Scale,
     /// How many expansions the words have in all.
     expansions: usize,
 }
@@ -374,7 +382,7 @@ impl Scoring<'_> {
             filter,
             limit,
             ref sources,
-            ref tier_score,
+            ref scale,
             expansions,
         } = *self;
         let segments = searcher.segment_readers();
@@ -417,7 +425,7 @@ impl Scoring<'_> {
                 &mut lists,
                 sources,
                 &norms,
-                tier_score,
+                scale,
                 heap.bar(),
                 &mut |doc, score| {
                     if alive.is_none_or(|a| !a.is_deleted(doc)) && admits.admits(doc) {
@@ -615,6 +623,151 @@ impl List {
     }
 }
 
+/// What a document's score is made of, for scoring and for bounding it.
+struct Scale {
+    /// The constant part of a word's score, by its best tier + 1.
+    tier_score: Vec<f32>,
+    /// More than the BM25 parts of all words together can add (by at least 1).
+    bm25: f32,
+}
+
+/// Which posting lists cannot, on their own, lift a document above the top k's bar
+/// (MaxScore, by word and tier). A document's score is a constant per matched word and
+/// its best tier, plus BM25 parts that together stay below [`Scale::bm25`]; so once the
+/// bar is at least the constants of some words' lower tiers plus that bound, a document
+/// found only in those lists (the weak ones) cannot enter, and windows are read from the
+/// other lists' documents. Weak lists still add to those documents, so every score is
+/// exactly what it would be without pruning.
+///
+/// For two-word queries it is the common first word whose lists turn weak, once the
+/// top k all match both words; for one word, its typos and completions that rank below
+/// a corrected word with enough documents.
+struct Pruning {
+    /// Per word, the distinct tiers (+ 1) of its lists in ascending order, each with the
+    /// postings of the word's lists at that tier or below.
+    options: Vec<Vec<(u8, u64)>>,
+    /// The bar from which some split not yet allowed becomes allowed.
+    next: f32,
+    /// Whether some list is weak.
+    any: bool,
+}
+
+impl Pruning {
+    /// Splits allowed by the bars that are met are searched only this far; more words
+    /// than a few are rare.
+    const VISITS: usize = 1_024;
+
+    fn new(lists: &[List], sources: &[Source], words: usize) -> Self {
+        let mut options: Vec<Vec<(u8, u64)>> = vec![Vec::new(); words];
+        for list in lists {
+            if let Some(source) = sources.get(list.source)
+                && let Some(of_word) = options.get_mut(source.word)
+            {
+                of_word.push((source.tier, u64::from(list.block.doc_freq())));
+            }
+        }
+        for of_word in &mut options {
+            of_word.sort_unstable_by_key(|&(tier, _)| tier);
+            let mut merged: Vec<(u8, u64)> = Vec::with_capacity(of_word.len());
+            let mut total = 0;
+            for &(tier, postings) in of_word.iter() {
+                total += postings;
+                match merged.last_mut() {
+                    Some(last) if last.0 == tier => last.1 = total,
+                    _ => merged.push((tier, total)),
+                }
+            }
+            *of_word = merged;
+        }
+        Self {
+            options,
+            next: f32::NEG_INFINITY,
+            any: false,
+        }
+    }
+
+    /// Mark in `weak` the lists of the split that `bar` allows and that spares the most
+    /// postings: per word, its lists up to some tier, as long as the constants of those
+    /// words at those tiers plus the BM25 bound stay at or below `bar`.
+    fn split(
+        &mut self,
+        lists: &[List],
+        sources: &[Source],
+        scale: &Scale,
+        bar: f32,
+        weak: &mut [bool],
+    ) {
+        let words = self.options.len();
+        let mut search = SplitSearch {
+            options: &self.options,
+            scale,
+            bar,
+            choice: vec![0; words],
+            best: (0, vec![0; words]),
+            next: f32::INFINITY,
+            visits: 0,
+        };
+        search.visit(0, 0.0, 0);
+        self.next = search.next;
+        let best = search.best.1;
+        self.any = false;
+        for (list, weak) in lists.iter().zip(weak.iter_mut()) {
+            *weak = sources
+                .get(list.source)
+                .is_some_and(|s| best.get(s.word).is_some_and(|&t| s.tier <= t));
+            self.any |= *weak;
+        }
+    }
+}
+
+/// The search of [`Pruning::split`]: per word, none of its lists or those up to a tier.
+struct SplitSearch<'a> {
+    options: &'a [Vec<(u8, u64)>],
+    scale: &'a Scale,
+    bar: f32,
+    /// Per word, the highest weak tier (+ 1), 0 for none, of the split being built.
+    choice: Vec<u8>,
+    /// The postings the best split found spares, and that split.
+    best: (u64, Vec<u8>),
+    /// The least bar that would allow a split refused so far.
+    next: f32,
+    visits: usize,
+}
+
+impl SplitSearch<'_> {
+    /// Choose for word `w` and the ones after it, the words before having added `used`
+    /// to the bound and spared `saved` postings.
+    fn visit(&mut self, w: usize, used: f32, saved: u64) {
+        self.visits += 1;
+        let Some(of_word) = self.options.get(w) else {
+            if saved > self.best.0 {
+                self.best = (saved, self.choice.clone());
+            }
+            return;
+        };
+        if self.visits > Pruning::VISITS {
+            return;
+        }
+        self.visit(w + 1, used, saved);
+        for &(tier, postings) in of_word {
+            let constant = self
+                .scale
+                .tier_score
+                .get(usize::from(tier).saturating_sub(1))
+                .copied()
+                .unwrap_or(f32::INFINITY);
+            let bound = used + constant + self.scale.bm25;
+            if bound > self.bar {
+                self.next = self.next.min(bound);
+                break; // higher tiers add more
+            }
+            self.choice[w] = tier;
+            self.visit(w + 1, used + constant, saved + postings);
+        }
+        self.choice[w] = 0;
+    }
+}
+
 /// Per-document accumulators for a window of consecutive documents. They are all zero
 /// between runs: scoring a document clears its accumulators.
 #[derive(Default)]
@@ -633,6 +786,11 @@ struct Window {
     dirty: bool,
     /// Room for the posting lists of a segment, empty between queries.
     lists: Vec<List>,
+    /// Room for which of them are weak ([`Pruning`]).
+    weak: Vec<bool>,
+    /// Postings noted in the accumulators, for tests of what pruning spares.
+    #[cfg(test)]
+    noted: usize,
 }
 
 /// The score of a document from its accumulators — per word its best tier + 1 and per word
@@ -681,6 +839,10 @@ impl Window {
         grow(&mut self.bm25, self.size * words * fields);
         grow(&mut self.tiers, self.size * words);
         grow(&mut self.touched, self.size / 64);
+        #[cfg(test)]
+        {
+            self.noted = 0;
+        }
     }
 
     /// Give back the memory of a window made for many words: blocking threads come and go
@@ -690,7 +852,8 @@ impl Window {
         let bytes = self.bm25.capacity() * 4
             + self.tiers.capacity()
             + self.touched.capacity() * 8
-            + self.lists.capacity() * std::mem::size_of::<List>();
+            + self.lists.capacity() * std::mem::size_of::<List>()
+            + self.weak.capacity();
         if bytes > KEEP_BYTES {
             *self = Self::default();
         }
@@ -705,42 +868,60 @@ impl Window {
         lists: &mut [List],
         sources: &[Source],
         norms: &[&[u8]],
-        tier_score: &[f32],
+        scale: &Scale,
         bar: f32,
         f: &mut impl FnMut(DocId, f32) -> f32,
     ) {
         // The common shapes with their sizes known to the compiler, which then unrolls
         // the sums and drops most bounds checks: an eighth of a query at limit 10.
         match (self.words, self.fields) {
-            (1, 1) => self.run_shaped::<1, 1>(lists, sources, norms, tier_score, bar, f),
-            (1, 2) => self.run_shaped::<1, 2>(lists, sources, norms, tier_score, bar, f),
-            (2, 1) => self.run_shaped::<2, 1>(lists, sources, norms, tier_score, bar, f),
-            (2, 2) => self.run_shaped::<2, 2>(lists, sources, norms, tier_score, bar, f),
-            _ => self.run_shaped::<0, 0>(lists, sources, norms, tier_score, bar, f),
+            (1, 1) => self.run_shaped::<1, 1>(lists, sources, norms, scale, bar, f),
+            (1, 2) => self.run_shaped::<1, 2>(lists, sources, norms, scale, bar, f),
+            (2, 1) => self.run_shaped::<2, 1>(lists, sources, norms, scale, bar, f),
+            (2, 2) => self.run_shaped::<2, 2>(lists, sources, norms, scale, bar, f),
+            _ => self.run_shaped::<0, 0>(lists, sources, norms, scale, bar, f),
         }
     }
 
     /// [`Window::run`] for `W` words and `F` fields, or 0 for "as the window says".
+    ///
+    /// Windows start at the documents of the strong lists; weak lists (see [`Pruning`])
+    /// only add to documents a strong list touched, and skip the blocks that hold none.
     fn run_shaped<const W: usize, const F: usize>(
         &mut self,
         lists: &mut [List],
         sources: &[Source],
         norms: &[&[u8]],
-        tier_score: &[f32],
+        scale: &Scale,
         mut bar: f32,
         f: &mut impl FnMut(DocId, f32) -> f32,
     ) {
         let words = if W == 0 { self.words } else { W };
         let fields = if F == 0 { self.fields } else { F };
         self.dirty = true;
+        let mut pruning = Pruning::new(lists, sources, words);
+        let mut weak = std::mem::take(&mut self.weak);
+        weak.clear();
+        weak.resize(lists.len(), false);
         loop {
-            let start = lists.iter().map(List::doc).min().unwrap_or(TERMINATED);
+            if bar >= pruning.next {
+                pruning.split(lists, sources, scale, bar, &mut weak);
+            }
+            let start = lists
+                .iter()
+                .zip(&weak)
+                .filter(|(_, weak)| !**weak)
+                .map(|(list, _)| list.doc())
+                .min()
+                .unwrap_or(TERMINATED);
             if start == TERMINATED {
+                // What only weak lists still hold cannot clear the bar.
+                self.weak = weak;
                 self.dirty = false;
                 return;
             }
             let end = start.saturating_add(self.size as u32);
-            for list in lists.iter_mut() {
+            for (list, _) in lists.iter_mut().zip(&weak).filter(|(_, weak)| !**weak) {
                 let Some(source) = sources.get(list.source) else {
                     continue;
                 };
@@ -756,14 +937,7 @@ impl Window {
                     {
                         let i = (doc - start) as usize;
                         self.touched[i / 64] |= 1 << (i % 64);
-                        let slot = i * words + source.word;
-                        self.tiers[slot] = self.tiers[slot].max(source.tier);
-                        let score = source.bm25.score(
-                            norms.get(doc as usize).copied().unwrap_or_default(),
-                            list.block.freq(at),
-                        );
-                        let best = &mut self.bm25[slot * fields + source.field];
-                        *best = f32::max(score, *best);
+                        self.note::<W, F>(i, source, norms, doc, list.block.freq(at));
                         at += 1;
                     }
                     if at < docs.len() || docs.is_empty() {
@@ -774,7 +948,119 @@ impl Window {
                     list.at = 0;
                 }
             }
-            self.take_window(start, words, fields, tier_score, &mut bar, f);
+            if pruning.any {
+                for (list, _) in lists.iter_mut().zip(&weak).filter(|(_, weak)| **weak) {
+                    let Some(source) = sources.get(list.source) else {
+                        continue;
+                    };
+                    let Some(norms) = norms.get(source.field) else {
+                        continue;
+                    };
+                    self.add_weak::<W, F>(list, source, norms, start, end);
+                }
+            }
+            self.take_window(start, words, fields, &scale.tier_score, &mut bar, f);
+        }
+    }
+
+    /// Note one posting of `source` (document `doc`, `i`th of the window) in the
+    /// accumulators.
+    #[inline(always)]
+    fn note<const W: usize, const F: usize>(
+        &mut self,
+        i: usize,
+        source: &Source,
+        norms: &[u8],
+        doc: DocId,
+        term_freq: u32,
+    ) {
+        let words = if W == 0 { self.words } else { W };
+        let fields = if F == 0 { self.fields } else { F };
+        let slot = i * words + source.word;
+        self.tiers[slot] = self.tiers[slot].max(source.tier);
+        let score = source.bm25.score(
+            norms.get(doc as usize).copied().unwrap_or_default(),
+            term_freq,
+        );
+        let best = &mut self.bm25[slot * fields + source.field];
+        *best = f32::max(score, *best);
+        #[cfg(test)]
+        {
+            self.noted += 1;
+        }
+    }
+
+    /// Add a weak list's postings in the window `start..end` to the documents a strong
+    /// list touched, leaving it at its first document at or after `end`. Blocks with no
+    /// touched document before their last are skipped through the skip list, not decoded.
+    fn add_weak<const W: usize, const F: usize>(
+        &mut self,
+        list: &mut List,
+        source: &Source,
+        norms: &[u8],
+        start: DocId,
+        end: DocId,
+    ) {
+        loop {
+            let docs = list.block.docs();
+            let (Some(&doc), Some(&last)) = (docs.get(list.at), docs.last()) else {
+                if docs.is_empty() {
+                    return; // the list has ended
+                }
+                list.block.advance();
+                list.at = 0;
+                continue;
+            };
+            if doc >= end {
+                return;
+            }
+            let from = doc.saturating_sub(start) as usize;
+            let target = match self.next_touched(from) {
+                Some(i) => start + i as u32,
+                None => end,
+            };
+            if last < target {
+                list.at = list.block.seek(target);
+                continue;
+            }
+            let mut at = list.at;
+            while let Some(&doc) = docs.get(at)
+                && doc < end
+            {
+                if doc >= start {
+                    let i = (doc - start) as usize;
+                    if self.touched[i / 64] & (1 << (i % 64)) != 0 {
+                        self.note::<W, F>(i, source, norms, doc, list.block.freq(at));
+                    }
+                }
+                at += 1;
+            }
+            if at < docs.len() {
+                list.at = at;
+                return;
+            }
+            list.block.advance();
+            list.at = 0;
+        }
+    }
+
+    /// The first touched document of the window at or after its `from`th.
+    fn next_touched(&self, from: usize) -> Option<usize> {
+        let blocks = self.size / 64;
+        let mut block = from / 64;
+        if block >= blocks {
+            return None;
+        }
+        let mut bits = self.touched[block] & (u64::MAX << (from % 64));
+        loop {
+            if bits != 0 {
+                return Some(block * 64 + bits.trailing_zeros() as usize);
+            }
+            block += 1;
+            if block >= blocks {
+                return None;
+            }
+            bits = self.touched[block];
         }
     }
 
@@ -1284,5 +1570,49 @@ mod tests {
         let words = vec![vec![(0, 0), (1, 2)], vec![(2, 1)]];
         compare(&fixture, &words, 2, None, 50, true).unwrap();
         compare(&fixture, &words, 2, Some(0), 3, true).unwrap();
+    }
+
+    /// Once the top k all hold both words, the common word's lists only add to the
+    /// documents of the rare one: most of its blocks are skipped (all but the first
+    /// window of each segment, read before the bar is known), and the answer is still the
+    /// query tree's.
+    #[test]
+    fn lists_that_cannot_lift_a_document_only_add_to_candidates() {
+        let docs: Vec<Doc> = (0..30_000)
+            .map(|i| {
+                let mut title = vec![0]; // "ab" in every document
+                if i % 293 == 0 {
+                    title.push(7); // "dd" in a few
+                }
+                if i % 4_001 == 1 {
+                    title.push(6); // "d" in fewer
+                }
+                (vec![title, vec![(i / 5) % 3]], 0)
+            })
+            .collect();
+        let fixture = index(2, &[docs.clone(), docs], &[293, 30_001]);
+        let words = vec![vec![(0, 0), (1, 2), (2, 1)], vec![(7, 0), (6, 2)]];
+        let searcher = fixture.index.reader().unwrap().searcher();
+        let postings: u64 = [0, 1, 2, 6, 7]
+            .iter()
+            .flat_map(|&t| fixture.text.iter().map(move |&f| (t, f)))
+            .map(|(t, f)| {
+                searcher
+                    .doc_freq(&Term::from_field_text(f, VOCABULARY[t]))
+                    .unwrap()
+            })
+            .sum();
+        for limit in [1, 10, 20] {
+            compare(&fixture, &words, 2, None, limit, true).unwrap();
+            let noted = WINDOW.with_borrow(|w| w.noted) as u64;
+            assert!(
+                noted * 5 < postings,
+                "limit {limit}: {noted} of {postings} postings noted"
+            );
+        }
+        // When more documents are asked for than hold both words, a document with one
+        // word can still enter: every posting counts.
+        compare(&fixture, &words, 2, None, 1_000, true).unwrap();
+        assert_eq!(WINDOW.with_borrow(|w| w.noted) as u64, postings);
     }
 }
