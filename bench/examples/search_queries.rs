@@ -55,11 +55,7 @@ fn instance() -> Instance {
 /// The HTTP route's answer body for `query`.
 async fn answer(index: &TantivySearchIndex, inst: &Instance, query: &SearchQuery) -> String {
     let matches = index.query(inst, query).await.unwrap();
-    let mut out = Vec::with_capacity(256 * (matches.len() + 1));
-    out.extend_from_slice(br#"{"ok":true,"matches":"#);
-    serde_json::to_writer(&mut out, &matches).unwrap();
-    out.push(b'}');
-    String::from_utf8(out).unwrap()
+    quintet_core::search::answer_json(&matches)
 }
 
 fn parse(q: &str, limit: Option<usize>) -> SearchQuery {

@@ -27,26 +27,6 @@ pub fn json(status: StatusCode, body: &impl serde::Serialize) -> Response {
     }
 }
 
-/// [`json`] into a buffer of `capacity` bytes, for large answers whose size can be guessed:
-/// growing the buffer by doubling copied a 15 KB answer several times.
-pub fn json_with_capacity(
-    status: StatusCode,
-    body: &impl serde::Serialize,
-    capacity: usize,
-) -> Response {
-    let mut out = Vec::with_capacity(capacity);
-    let text = serde_json::to_writer(&mut out, body)
-        .map_err(|e| e.to_string())
-        .and_then(|()| String::from_utf8(out).map_err(|e| e.to_string()));
-    match text {
-        Ok(text) => json_text(status, text),
-        Err(e) => crate::error::ApiError(quintet_core::Error::internal(format!(
-            "serializing a response: {e}"
-        )))
-        .into_response(),
-    }
-}
-
 /// `{ok:true}` with `status`.
 pub fn ok(status: StatusCode) -> Response {
     json_text(status, r#"{"ok":true}"#.to_owned())

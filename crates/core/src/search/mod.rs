@@ -21,6 +21,7 @@ pub mod typo;
 pub use document::{BulkReject, SearchDoc, SearchKey};
 pub use query::{
     Expansion, Explained, Explainer, QueryPlan, QueryWord, SearchMatch, SearchQuery, StoredFields,
+    answer_json,
 };
 pub use typo::MatchKind;
 

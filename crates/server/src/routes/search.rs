@@ -13,9 +13,8 @@ use axum::{
 use quintet_core::{
     Error, InstanceConfig,
     ports::search::SearchConfig,
-    search::{self, SearchDoc, SearchKey, SearchMatch, SearchQuery, document::MAX_BULK_DOCS},
+    search::{self, SearchDoc, SearchKey, SearchQuery, document::MAX_BULK_DOCS},
 };
-use serde::Serialize;
 use serde_json::{Value, json};
 
 use crate::{
@@ -194,24 +193,8 @@ async fn query(
 ) -> ApiResult<Response> {
     let query = SearchQuery::from_json(&body, config(&inst)?)?;
     let matches = state.services.search.query(&inst, &query).await?;
-    Ok(reply::json_with_capacity(
+    Ok(reply::json_text(
         StatusCode::OK,
-        &Answer {
-            ok: true,
-            matches: &matches,
-        },
-        ANSWER_BYTES_PER_MATCH * (matches.len() + 1),
+        search::answer_json(&matches),
     ))
-}
-
-/// About what a match takes in an answer without stored fields (a short id, the score, a
-/// term or two), so that most answers are written without growing their buffer.
-const ANSWER_BYTES_PER_MATCH: usize = 256;
-
-/// The answer to a query, serialized without building a JSON value per match (see
-/// `SearchMatch`'s `Serialize`).
-#[derive(Serialize)]
-struct Answer<'a> {
-    ok: bool,
-    matches: &'a [SearchMatch],
 }
