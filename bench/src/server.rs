@@ -75,6 +75,18 @@ impl Server {
         self.status_bytes("RssAnon:")
     }
 
+    /// CPU time the server has used, user and system, in clock ticks (Linux; 100 a second
+    /// on usual kernels).
+    pub fn cpu_ticks(&self) -> Option<u64> {
+        let stat = std::fs::read_to_string(format!("/proc/{}/stat", self.pid())).ok()?;
+        // Fields after the command name, which may hold spaces: state is the first,
+        // utime the 12th and stime the 13th.
+        let mut after = stat.rsplit_once(')')?.1.split_whitespace().skip(11);
+        let user: u64 = after.next()?.parse().ok()?;
+        let system: u64 = after.next()?.parse().ok()?;
+        Some(user + system)
+    }
+
     fn status_bytes(&self, field: &str) -> Option<u64> {
         let status = std::fs::read_to_string(format!("/proc/{}/status", self.pid())).ok()?;
         let line = status.lines().find(|l| l.starts_with(field))?;

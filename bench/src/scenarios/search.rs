@@ -143,6 +143,30 @@ fn dir_bytes(dir: &std::path::Path) -> u64 {
         .sum()
 }
 
+/// Wait until the server has been idle — at most 5 clock ticks of CPU (5 % of a core)
+/// in each of two consecutive seconds — and at least 5 seconds, at most 5 minutes; how
+/// long it took. A bulk load leaves merges running in the background: over a million
+/// documents they take longer than any fixed wait, and queries measured during them
+/// measure the merges.
+async fn settle(ctx: &Ctx) -> std::time::Duration {
+    let began = std::time::Instant::now();
+    let second = std::time::Duration::from_secs(1);
+    tokio::time::sleep(5 * second).await;
+    let mut quiet = 0;
+    let mut last = ctx.server.cpu_ticks();
+    while quiet < 2 && began.elapsed() < 300 * second {
+        tokio::time::sleep(second).await;
+        let now = ctx.server.cpu_ticks();
+        quiet = match (last, now) {
+            (Some(a), Some(b)) if b.saturating_sub(a) <= 5 => quiet + 1,
+            (None, _) | (_, None) => 2, // not Linux: the 5 seconds must do
+            _ => 0,
+        };
+        last = now;
+    }
+    began.elapsed()
+}
+
 #[async_trait]
 impl Scenario for TypoQueries {
     fn name(&self) -> String {
@@ -168,11 +192,10 @@ impl Scenario for TypoQueries {
         let Corpus { docs, queries } = corpus_of(self.docs);
         let (per_sec, _) = load_corpus(ctx, "typo", &docs).await?;
         drop(docs);
-        // Measure the steady state: give the index a few seconds to finish the background
-        // merges the bulk load started (each merge also rebuilds the merged vocabulary),
-        // then send every query once. Every query must find something.
-        let settle = 5 + 25 * (self.docs / 1_000_000) as u64;
-        tokio::time::sleep(std::time::Duration::from_secs(settle)).await;
+        // Measure the steady state: wait for the background merges the bulk load started
+        // (each merge also rebuilds the merged vocabulary) to end, then send every query
+        // once. Every query must find something.
+        let settled = settle(ctx).await;
         for q in &queries {
             let body = ctx
                 .expect(
@@ -214,6 +237,10 @@ impl Scenario for TypoQueries {
         let (_, mut m) = ctx
             .load_vs_ceiling(self.connections, StatusCode::OK, make)
             .await?;
+        m.add_note(&format!(
+            "queries began when the server was idle, {:.0} s after the load",
+            settled.as_secs_f64()
+        ));
         if self.docs > DOCS {
             let index = dir_bytes(&ctx.server.data_dir().join("search"));
             let rss = ctx.server.rss_bytes().unwrap_or(0);
