@@ -149,7 +149,7 @@ async fn assemble(
     }
     let mut state = AppState::with_clock(opened.services, server, clock);
     if let Some(source) = opened.backup_source {
-        state.backups = Some(Arc::new(crate::backup::NodeBackups::new(
+        state = state.with_backups(Arc::new(crate::backup::NodeBackups::new(
             config.backup_dir.clone(),
             source,
         )));
