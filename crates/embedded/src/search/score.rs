@@ -1104,7 +1104,6 @@ fn grow<T: Default + Clone>(v: &mut Vec<T>, len: usize) {
     }
 }
 
-/// A document and its score, ordered by score, then by the lower document first.
 /// A document and its score, ordered by score, then by the lower address first.
 struct Entry {
     score: f32,
