@@ -315,35 +315,48 @@ pub fn explain(
 #[derive(Debug)]
 pub struct Explainer<'a> {
     plan: &'a QueryPlan,
-    expansions: &'a [Vec<Expansion>],
+    /// Per word, its expansions.
+    expansions: Vec<&'a [Expansion]>,
     fields: &'a [String],
     /// Expansion term → its positions, numbered across words in plan order (a term may
-    /// expand more than one word).
-    positions: HashMap<&'a str, Vec<usize>>,
+    /// expand more than one word). Built by the first [`Explainer::explain`]: an engine
+    /// that explains from its index ([`Explainer::explain_found`]) never needs it.
+    positions: OnceLock<HashMap<&'a str, Vec<usize>>>,
     /// How many expansions there are in all.
     count: usize,
 }
 
 impl<'a> Explainer<'a> {
-    /// An explainer for `plan`, whose words expand to `expansions`, searching `fields`.
-    pub fn new(
+    /// An explainer for `plan`, whose words expand to `expansions` (per word, a list of
+    /// expansions: vectors, or slices borrowed from a cache), searching `fields`.
+    pub fn new<E: AsRef<[Expansion]>>(
         plan: &'a QueryPlan,
-        expansions: &'a [Vec<Expansion>],
+        expansions: &'a [E],
         fields: &'a [String],
     ) -> Self {
-        let mut positions: HashMap<&str, Vec<usize>> = HashMap::new();
-        let mut count = 0;
-        for e in expansions.iter().take(plan.words.len()).flatten() {
-            positions.entry(e.term.as_str()).or_default().push(count);
-            count += 1;
-        }
+        let expansions: Vec<&'a [Expansion]> = expansions
+            .iter()
+            .take(plan.words.len())
+            .map(AsRef::as_ref)
+            .collect();
         Self {
             plan,
+            count: expansions.iter().map(|e| e.len()).sum(),
             expansions,
             fields,
-            positions,
-            count,
+            positions: OnceLock::new(),
         }
+    }
+
+    /// Expansion term → its positions.
+    fn positions(&self) -> &HashMap<&'a str, Vec<usize>> {
+        self.positions.get_or_init(|| {
+            let mut positions: HashMap<&str, Vec<usize>> = HashMap::new();
+            for (at, e) in self.expansions.iter().copied().flatten().enumerate() {
+                positions.entry(e.term.as_str()).or_default().push(at);
+            }
+            positions
+        })
     }
 
     /// How many expansions there are in all; [`Explainer::explain_found`] numbers them
@@ -356,11 +369,12 @@ impl<'a> Explainer<'a> {
     pub fn explain(&self, doc: &Document) -> Explained {
         let width = self.fields.len();
         let mut found = vec![false; self.count * width];
+        let positions = self.positions();
         for (f, field) in self.fields.iter().enumerate() {
             if let Some(v) = doc.get(field) {
                 for_each_text(v, &mut |text| {
                     for_each_token(text, |t| {
-                        for &at in self.positions.get(t).map_or(&[][..], Vec::as_slice) {
+                        for &at in positions.get(t).map_or(&[][..], Vec::as_slice) {
                             found[at * width + f] = true;
                         }
                     })
@@ -378,9 +392,9 @@ impl<'a> Explainer<'a> {
         let width = self.fields.len();
         let mut out = Explained::default();
         let mut at = 0;
-        for (word, expansions) in self.plan.words.iter().zip(self.expansions) {
+        for (word, expansions) in self.plan.words.iter().zip(&self.expansions) {
             let mut best: Option<u32> = None;
-            for e in expansions {
+            for e in expansions.iter() {
                 let in_fields = found.get(at * width..(at + 1) * width).unwrap_or_default();
                 at += 1;
                 if !in_fields.contains(&true) {

@@ -621,16 +621,17 @@ impl IndexHandle {
             return Ok(Vec::new());
         }
         let (vocabulary, current) = self.vocabulary(&searcher)?;
-        let mut expansions = Vec::with_capacity(plan.words.len());
-        let mut in_fields = Vec::with_capacity(plan.words.len());
-        for word in &plan.words {
-            let found =
-                self.expand_cached(&searcher, vocabulary.as_deref(), current, &fields, word)?;
-            let (e, f) = Arc::unwrap_or_clone(found);
-            expansions.push(e);
-            in_fields.push(f);
-        }
-        if expansions.iter().all(Vec::is_empty) {
+        // Borrowed from the cache of expansions, not copied out of it (a hundred terms).
+        let found = plan
+            .words
+            .iter()
+            .map(|word| {
+                self.expand_cached(&searcher, vocabulary.as_deref(), current, &fields, word)
+            })
+            .collect::<Result<Vec<_>>>()?;
+        let expansions: Vec<&[Expansion]> = found.iter().map(|f| f.0.as_slice()).collect();
+        let in_fields: Vec<&[Vec<Field>]> = found.iter().map(|f| f.1.as_slice()).collect();
+        if expansions.iter().all(|e| e.is_empty()) {
             return Ok(Vec::new());
         }
         let searched: Vec<Field> = fields.iter().map(|&(_, f)| f).collect();
@@ -659,21 +660,22 @@ impl IndexHandle {
         // Hashed with foldhash: SipHash of the flags cost more than the explanations.
         let mut explained: foldhash::HashMap<Vec<bool>, Arc<Explained>> =
             foldhash::HashMap::default();
-        let mut matches = Vec::with_capacity(top.len());
-        let addresses: Vec<DocAddress> = top.iter().map(|h| h.address).collect();
+        let mut matches = Vec::with_capacity(top.hits.len());
+        let addresses: Vec<DocAddress> = top.hits.iter().map(|h| h.address).collect();
         let documents = self.stored_many(&searcher, &addresses)?;
-        for (hit, document) in top.into_iter().zip(documents) {
+        for (i, (hit, document)) in top.hits.iter().zip(documents).enumerate() {
             if !query.filter.is_empty()
                 && !filter_matches(&members(&document.src, &filter_names)?, &query.filter)
             {
                 continue; // a filter-term hash collision
             }
             let score = shortest(hit.score);
-            let explained = match explained.get(&hit.found) {
+            let found = top.found(i);
+            let explained = match explained.get(found) {
                 Some(e) => Arc::clone(e),
                 None => {
-                    let e = Arc::new(explainer.explain_found(&hit.found));
-                    explained.insert(hit.found, Arc::clone(&e));
+                    let e = Arc::new(explainer.explain_found(found));
+                    explained.insert(found.to_vec(), Arc::clone(&e));
                     e
                 }
             };

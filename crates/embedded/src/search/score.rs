@@ -111,7 +111,7 @@ struct Units {
 impl Units {
     /// The units for `words` words, each found in the fields listed per expansion in
     /// `in_fields`, over `total_docs` documents.
-    fn new(words: usize, in_fields: &[Vec<Vec<Field>>], total_docs: u64) -> Self {
+    fn new(words: usize, in_fields: &[&[Vec<Field>]], total_docs: u64) -> Self {
         let per_field = bm25_bound(total_docs);
         let bm25_total: f32 = in_fields
             .iter()
@@ -158,9 +158,27 @@ struct Source {
 pub(super) struct Hit {
     pub score: f32,
     pub address: DocAddress,
-    /// Per expansion (numbered across the words in plan order) and searched field: whether
-    /// the document's field holds the expansion (see [`quintet_core::search::Explainer`]).
-    pub found: Vec<bool>,
+}
+
+/// The documents of the answer, best first, and which expansions each holds.
+pub(super) struct Hits {
+    pub hits: Vec<Hit>,
+    /// Per hit, per expansion (numbered across the words in plan order) and searched
+    /// field: whether the document's field holds the expansion (see
+    /// [`quintet_core::search::Explainer`]). One buffer for all hits: a vector per hit was
+    /// an allocation per match.
+    found: Vec<bool>,
+    /// Flags per hit.
+    width: usize,
+}
+
+impl Hits {
+    /// The flags of the `i`th hit.
+    pub fn found(&self, i: usize) -> &[bool] {
+        self.found
+            .get(i * self.width..(i + 1) * self.width)
+            .unwrap_or_default()
+    }
 }
 
 /// Where each term's postings are in each segment, remembered for one view of the index (a
@@ -206,13 +224,13 @@ impl TermInfoCache {
 pub(super) fn top_docs(
     searcher: &Searcher,
     plan: &QueryPlan,
-    expansions: &[Vec<Expansion>],
-    in_fields: &[Vec<Vec<Field>>],
+    expansions: &[&[Expansion]],
+    in_fields: &[&[Vec<Field>]],
     fields: &[Field],
     filter: &Filter,
     limit: usize,
     cache: Option<&TermInfoCache>,
-) -> Result<Vec<Hit>> {
+) -> Result<Hits> {
     let segments = searcher.segment_readers();
     let total_docs: u64 = segments.iter().map(|s| u64::from(s.max_doc())).sum();
     let units = Units::new(plan.words.len(), in_fields, total_docs);
@@ -250,7 +268,7 @@ pub(super) fn top_docs(
     let wanted: Vec<(u32, &str)> = expansions
         .iter()
         .zip(in_fields)
-        .flat_map(|(exps, fields_of)| exps.iter().zip(fields_of))
+        .flat_map(|(exps, fields_of)| exps.iter().zip(fields_of.iter()))
         .flat_map(|(e, fs)| fs.iter().map(|f| (f.field_id(), e.term.as_str())))
         .collect();
     let mut known: Vec<Option<Known>> = vec![None; wanted.len()];
@@ -310,7 +328,7 @@ pub(super) fn top_docs(
     let words = plan.words.iter().zip(expansions.iter().zip(in_fields));
     for (w, (word, (exps, fields_of))) in words.enumerate() {
         let word_chars = word.text.chars().count();
-        for (e, in_fields) in exps.iter().zip(fields_of) {
+        for (e, in_fields) in exps.iter().zip(fields_of.iter()) {
             expansion += 1;
             let weight = e.kind.weight(word_chars, e.term.chars().count());
             for field in in_fields {
@@ -375,7 +393,7 @@ thread_local! {
 
 impl Scoring<'_> {
     /// The best documents, scored in `window`.
-    fn collect(&self, searcher: &Searcher, window: &mut Window) -> Result<Vec<Hit>> {
+    fn collect(&self, searcher: &Searcher, window: &mut Window) -> Result<Hits> {
         let Self {
             fields,
             ref inverted,
@@ -437,15 +455,17 @@ impl Scoring<'_> {
         }
         lists.clear();
         window.lists = lists;
-        let mut hits: Vec<Hit> = heap
+        let hits: Vec<Hit> = heap
             .into_sorted_vec()
             .into_iter()
-            .map(|(score, address)| Hit {
-                score,
-                address,
-                found: vec![false; expansions * fields.len()],
-            })
+            .map(|(score, address)| Hit { score, address })
             .collect();
+        let width = expansions * fields.len();
+        let mut hits = Hits {
+            found: vec![false; hits.len() * width],
+            hits,
+            width,
+        };
         find_terms(inverted, sources, fields.len(), &mut hits)?;
         Ok(hits)
     }
@@ -459,10 +479,11 @@ fn find_terms(
     inverted: &[Vec<Arc<InvertedIndexReader>>],
     sources: &[Source],
     width: usize,
-    hits: &mut [Hit],
+    hits: &mut Hits,
 ) -> Result<()> {
     for (ord, inverted) in inverted.iter().enumerate() {
         let mut here: Vec<(DocId, usize)> = hits
+            .hits
             .iter()
             .enumerate()
             .filter(|(_, h)| h.address.segment_ord as usize == ord)
@@ -484,9 +505,9 @@ fn find_terms(
                     postings.seek(doc);
                 }
                 if postings.doc() == doc
-                    && let Some(found) = hits[i]
+                    && let Some(found) = hits
                         .found
-                        .get_mut(source.expansion * width + source.field)
+                        .get_mut(i * hits.width + source.expansion * width + source.field)
                 {
                     *found = true;
                 }
@@ -1216,7 +1237,8 @@ mod tests {
         in_fields: &[Vec<Vec<Field>>],
         total_docs: u64,
     ) -> Box<dyn Query> {
-        let units = Units::new(plan.words.len(), in_fields, total_docs);
+        let borrowed: Vec<&[Vec<Field>]> = in_fields.iter().map(Vec::as_slice).collect();
+        let units = Units::new(plan.words.len(), &borrowed, total_docs);
         let mut words: Vec<(Occur, Box<dyn Query>)> = Vec::new();
         for (word, (exps, fields)) in plan.words.iter().zip(expansions.iter().zip(in_fields)) {
             if exps.is_empty() {
@@ -1433,6 +1455,8 @@ mod tests {
                 fast,
                 hashes: filter.into_iter().collect(),
             };
+            let expansions: Vec<&[Expansion]> = expansions.iter().map(Vec::as_slice).collect();
+            let in_fields: Vec<&[Vec<Field>]> = in_fields.iter().map(Vec::as_slice).collect();
             top_docs(
                 &searcher,
                 &plan,
@@ -1445,8 +1469,9 @@ mod tests {
             )
             .unwrap()
         };
-        let hits = filtered(false);
-        let by_column = filtered(true);
+        let top = filtered(false);
+        let hits = &top.hits;
+        let by_column = filtered(true).hits;
         prop_assert_eq!(
             by_column
                 .iter()
@@ -1466,7 +1491,7 @@ mod tests {
             }
         }
         // Which expansions each hit holds, by reading its stored words.
-        for hit in &hits {
+        for (i, hit) in hits.iter().enumerate() {
             let doc: TantivyDocument = searcher.doc(hit.address).unwrap();
             for (at, e) in expansions.iter().flatten().enumerate() {
                 for (f, field) in searched.iter().enumerate() {
@@ -1474,7 +1499,7 @@ mod tests {
                         .get_first(*field)
                         .and_then(|v| v.as_str())
                         .is_some_and(|s| s.split(' ').any(|w| w == e.term));
-                    prop_assert_eq!(hit.found[at * fields + f], holds, "{} in f{}", e.term, f);
+                    prop_assert_eq!(top.found(i)[at * fields + f], holds, "{} in f{}", e.term, f);
                 }
             }
         }
