@@ -731,6 +731,9 @@ fn plain_decimal(text: &str) -> Option<f64> {
             _ => return None, // a sign or an exponent
         }
     }
+    if digits == 0 {
+        return None; // "" or "."
+    }
     let power = POWERS.get(decimals.unwrap_or(0))?;
     #[allow(clippy::cast_precision_loss)] // below 10^15: exact
     Some(value as f64 / power)
@@ -862,6 +865,8 @@ mod tests {
         assert_eq!(shortest(0.1), 0.1);
         // The fast path's edges: what it leaves to the parser, and the longest it takes.
         assert_eq!(plain_decimal("-1.5"), None);
+        assert_eq!(plain_decimal("."), None);
+        assert_eq!(plain_decimal(""), None);
         assert_eq!(plain_decimal("1e-7"), None);
         assert_eq!(plain_decimal("1234567890123456"), None);
         assert_eq!(plain_decimal("0.00000000000001"), Some(1e-14));
