@@ -145,9 +145,9 @@ fn dir_bytes(dir: &std::path::Path) -> u64 {
 
 /// Wait until the server has been idle — at most 5 clock ticks of CPU (5 % of a core)
 /// in each of two consecutive seconds — and at least 5 seconds, at most 5 minutes; how
-/// long it took. A bulk load leaves merges running in the background: over a million
-/// documents they take longer than any fixed wait, and queries measured during them
-/// measure the merges.
+/// long it took. A bulk load may leave merges running in the background, for as long as
+/// the corpus and the machine make them last, and queries measured during them would
+/// measure the merges too.
 async fn settle(ctx: &Ctx) -> std::time::Duration {
     let began = std::time::Instant::now();
     let second = std::time::Duration::from_secs(1);
