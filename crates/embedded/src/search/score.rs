@@ -412,6 +412,8 @@ impl Scoring<'_> {
         // allocation, after which the allocator consolidated its free lists each time.
         let mut lists = std::mem::take(&mut window.lists);
         lists.reserve(sources.len());
+        // Per segment, per source: whether its list may hold a document of the answer.
+        let mut needed: Vec<Vec<bool>> = vec![Vec::new(); segments.len()];
         'segments: for (ord, segment) in segments.iter().enumerate() {
             let ord = u32::try_from(ord).map_err(engine_error)?;
             let Some(mut admits) = filter.in_segment(segment)? else {
@@ -452,6 +454,14 @@ impl Scoring<'_> {
                     heap.bar()
                 },
             );
+            if let Some(needed) = needed.get_mut(ord as usize) {
+                needed.resize(sources.len(), false);
+                for (list, &n) in lists.iter().zip(&window.needed) {
+                    if let Some(source) = needed.get_mut(list.source) {
+                        *source |= n;
+                    }
+                }
+            }
         }
         lists.clear();
         window.lists = lists;
@@ -466,7 +476,7 @@ impl Scoring<'_> {
             hits,
             width,
         };
-        find_terms(inverted, sources, fields.len(), &mut hits)?;
+        find_terms(inverted, sources, &needed, fields.len(), &mut hits)?;
         Ok(hits)
     }
 }
@@ -475,9 +485,14 @@ impl Scoring<'_> {
 /// in the postings again (seeking, in document order), so that matches are explained
 /// from the index without reading their words from the stored documents: an answer's
 /// explanations cost a few seeks per term instead of tokenizing up to 1,000 documents.
+/// Only the lists `needed` (per segment, per source) are opened: those that noted a
+/// posting in a window where a document was handed to the top k. A list with no posting
+/// in such a window holds no document of the answer, and most of a typo's expansions are
+/// rare terms with none.
 fn find_terms(
     inverted: &[Vec<Arc<InvertedIndexReader>>],
     sources: &[Source],
+    needed: &[Vec<bool>],
     width: usize,
     hits: &mut Hits,
 ) -> Result<()> {
@@ -493,7 +508,8 @@ fn find_terms(
             continue;
         }
         here.sort_unstable();
-        for source in sources {
+        let needed = needed.get(ord).map_or(&[][..], Vec::as_slice);
+        for (source, _) in sources.iter().zip(needed).filter(|(_, needed)| **needed) {
             let Some(Some(info)) = source.in_segments.get(ord) else {
                 continue;
             };
@@ -809,6 +825,12 @@ struct Window {
     lists: Vec<List>,
     /// Room for which of them are weak ([`Pruning`]).
     weak: Vec<bool>,
+    /// Per list: whether it noted a posting in the current window.
+    active: Vec<bool>,
+    /// Per list of the last run: whether it noted a posting in a window where a document
+    /// was handed over. Only those lists can hold a document of the answer, so only they
+    /// are opened again to explain the answer ([`find_terms`]).
+    pub needed: Vec<bool>,
     /// Postings noted in the accumulators, for tests of what pruning spares.
     #[cfg(test)]
     noted: usize,
@@ -874,7 +896,9 @@ impl Window {
             + self.tiers.capacity()
             + self.touched.capacity() * 8
             + self.lists.capacity() * std::mem::size_of::<List>()
-            + self.weak.capacity();
+            + self.weak.capacity()
+            + self.active.capacity()
+            + self.needed.capacity();
         if bytes > KEEP_BYTES {
             *self = Self::default();
         }
@@ -924,6 +948,10 @@ impl Window {
         let mut weak = std::mem::take(&mut self.weak);
         weak.clear();
         weak.resize(lists.len(), false);
+        self.active.clear();
+        self.active.resize(lists.len(), false);
+        self.needed.clear();
+        self.needed.resize(lists.len(), false);
         loop {
             if bar >= pruning.next {
                 pruning.split(lists, sources, scale, bar, &mut weak);
@@ -942,7 +970,10 @@ impl Window {
                 return;
             }
             let end = start.saturating_add(self.size as u32);
-            for (list, _) in lists.iter_mut().zip(&weak).filter(|(_, weak)| !**weak) {
+            for (l, list) in lists.iter_mut().enumerate() {
+                if weak.get(l).copied().unwrap_or_default() {
+                    continue;
+                }
                 let Some(source) = sources.get(list.source) else {
                     continue;
                 };
@@ -950,6 +981,7 @@ impl Window {
                     continue;
                 };
                 // Block by block, straight from the decoded arrays.
+                let mut noted = false;
                 loop {
                     let docs = list.block.docs();
                     let mut at = list.at;
@@ -961,6 +993,7 @@ impl Window {
                         self.note::<W, F>(i, source, norms, doc, list.block.freq(at));
                         at += 1;
                     }
+                    noted |= at > list.at;
                     if at < docs.len() || docs.is_empty() {
                         list.at = at;
                         break; // the window ends here, or the list did
@@ -968,19 +1001,33 @@ impl Window {
                     list.block.advance();
                     list.at = 0;
                 }
+                if let Some(active) = self.active.get_mut(l) {
+                    *active = noted;
+                }
             }
             if pruning.any {
-                for (list, _) in lists.iter_mut().zip(&weak).filter(|(_, weak)| **weak) {
+                for (l, list) in lists.iter_mut().enumerate() {
+                    if !weak.get(l).copied().unwrap_or_default() {
+                        continue;
+                    }
                     let Some(source) = sources.get(list.source) else {
                         continue;
                     };
                     let Some(norms) = norms.get(source.field) else {
                         continue;
                     };
-                    self.add_weak::<W, F>(list, source, norms, start, end);
+                    let noted = self.add_weak::<W, F>(list, source, norms, start, end);
+                    if let Some(active) = self.active.get_mut(l) {
+                        *active = noted;
+                    }
                 }
             }
-            self.take_window(start, words, fields, &scale.tier_score, &mut bar, f);
+            if self.take_window(start, words, fields, &scale.tier_score, &mut bar, f) {
+                for (needed, active) in self.needed.iter_mut().zip(&self.active) {
+                    *needed |= *active;
+                }
+            }
+            self.active.fill(false);
         }
     }
 
@@ -1012,7 +1059,8 @@ impl Window {
     }
 
     /// Add a weak list's postings in the window `start..end` to the documents a strong
-    /// list touched, leaving it at its first document at or after `end`. Blocks with no
+    /// list touched, leaving it at its first document at or after `end`; whether it added
+    /// any. Blocks with no
     /// touched document before their last are skipped through the skip list, not decoded.
     fn add_weak<const W: usize, const F: usize>(
         &mut self,
@@ -1021,19 +1069,20 @@ impl Window {
         norms: &[u8],
         start: DocId,
         end: DocId,
-    ) {
+    ) -> bool {
+        let mut noted = false;
         loop {
             let docs = list.block.docs();
             let (Some(&doc), Some(&last)) = (docs.get(list.at), docs.last()) else {
                 if docs.is_empty() {
-                    return; // the list has ended
+                    return noted; // the list has ended
                 }
                 list.block.advance();
                 list.at = 0;
                 continue;
             };
             if doc >= end {
-                return;
+                return noted;
             }
             let from = doc.saturating_sub(start) as usize;
             let target = match self.next_touched(from) {
@@ -1052,13 +1101,14 @@ impl Window {
                     let i = (doc - start) as usize;
                     if self.touched[i / 64] & (1 << (i % 64)) != 0 {
                         self.note::<W, F>(i, source, norms, doc, list.block.freq(at));
+                        noted = true;
                     }
                 }
                 at += 1;
             }
             if at < docs.len() {
                 list.at = at;
-                return;
+                return noted;
             }
             list.block.advance();
             list.at = 0;
@@ -1096,8 +1146,9 @@ impl Window {
         tier_score: &[f32],
         bar: &mut f32,
         f: &mut impl FnMut(DocId, f32) -> f32,
-    ) {
+    ) -> bool {
         let per_doc = words * fields;
+        let mut handed = false;
         for block in 0..self.size / 64 {
             let mut bits = std::mem::take(&mut self.touched[block]);
             while bits != 0 {
@@ -1112,9 +1163,11 @@ impl Window {
                 let score = take_score(tiers, bm25, fields, tier_score);
                 if score > *bar {
                     *bar = f(start + i as u32, score);
+                    handed = true;
                 }
             }
         }
+        handed
     }
 }
 
